@@ -1,0 +1,344 @@
+"""pytest wiring for the benchmark suite: options, tiers, the `bench` fixture, baselines per GPU.
+
+The measuring itself lives in perf/harness.py; this file decides what runs, where results are
+stored, and what the terminal says about it.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from perf import harness
+from perf.tiers import AXIS_CHOICES, TIERS, Tier
+
+ROOT = Path(__file__).resolve().parent
+BASELINES = ROOT / "baselines"
+PERF = ROOT / "perf"
+DEFAULT_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, replaced by baselines/<gpu>/
+
+# Benchmark argument name -> (tier attribute, id prefix): the axes pytest_generate_tests fills.
+AXES = {
+    "impl": ("impls", ""),
+    "preset": ("presets", ""),
+    "precision": ("precisions", ""),
+    "context": ("contexts", "ctx"),
+    "warmup": ("warmups", "warm"),
+}
+
+
+# --------------------------------------------------------------------------- options
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("perf", "LM training-stack benchmarks")
+    group.addoption("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:N")
+    group.addoption(
+        "--tier", default="auto", help=f"auto, {', '.join(TIERS)}; auto is 'default' on a GPU, 'cpu' without"
+    )
+    group.addoption("--presets", help="comma-separated model presets, replacing the tier's")
+    group.addoption("--precisions", help="comma-separated precisions: fp32, bf16, fp16")
+    group.addoption("--contexts", help="comma-separated context lengths, e.g. 128,256,512,1024")
+    group.addoption("--warmups", help="comma-separated warm-up step counts, e.g. 0,1,2,5")
+    group.addoption("--impls", help="comma-separated model implementations: naive, sdpa, reference")
+    group.addoption("--optimizer", help="AdamW used by train_step: own, torch (default), torch_fused")
+
+
+def _split(option: str, raw: str) -> tuple[str, ...]:
+    values = tuple(v.strip() for v in raw.split(",") if v.strip())
+    if not values:
+        raise pytest.UsageError(f"--{option}: give at least one value")
+    return values
+
+
+def _parse_ints(option: str, raw: str, minimum: int) -> tuple[int, ...]:
+    values = []
+    for v in _split(option, raw):
+        try:
+            n = int(v)
+        except ValueError:
+            n = minimum - 1
+        if n < minimum:
+            raise pytest.UsageError(f"--{option}: {v!r} is not an integer >= {minimum}")
+        values.append(n)
+    return tuple(values)
+
+
+def _parse_names(option: str, raw: str) -> tuple[str, ...]:
+    values = _split(option, raw)
+    accepted = AXIS_CHOICES[option]
+    for v in values:
+        if v not in accepted:
+            raise pytest.UsageError(f"--{option}: unknown value {v!r}; accepted: {', '.join(accepted)}")
+    return values
+
+
+def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
+    name = config.getoption("tier")
+    if name == "auto":
+        name = "default" if device.type == "cuda" else "cpu"
+    if name not in TIERS:
+        raise pytest.UsageError(f"--tier: unknown tier {name!r}; accepted: auto, {', '.join(TIERS)}")
+    opt = config.getoption
+    optimizer = opt("optimizer")
+    if optimizer is not None and optimizer not in AXIS_CHOICES["optimizer"]:
+        raise pytest.UsageError(
+            f"--optimizer: unknown value {optimizer!r}; accepted: {', '.join(AXIS_CHOICES['optimizer'])}"
+        )
+    return TIERS[name].with_overrides(
+        presets=opt("presets") and _parse_names("presets", opt("presets")),
+        precisions=opt("precisions") and _parse_names("precisions", opt("precisions")),
+        impls=opt("impls") and _parse_names("impls", opt("impls")),
+        contexts=opt("contexts") and _parse_ints("contexts", opt("contexts"), minimum=1),
+        warmups=opt("warmups") and _parse_ints("warmups", opt("warmups"), minimum=0),
+        optimizer=optimizer,
+    )
+
+
+# --------------------------------------------------------------------------- set-up and baselines
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        device = harness.resolve_device(config.getoption("device"))
+    except ValueError as err:
+        raise pytest.UsageError(str(err)) from None
+    config.perf_device = device
+    config.perf_tier = _select_tier(config, device)
+    config.perf_notes = []
+    _route_results_to_baselines(config, device)
+
+
+def _route_results_to_baselines(config: pytest.Config, device: torch.device) -> None:
+    """Store and compare results under baselines/<gpu-model>/ so that like is compared with like.
+
+    pytest-benchmark files results under a folder named by its machine id (OS and Python version);
+    here that id is the GPU model instead. Its plugin configures after this hook (trylast), so the
+    storage option and machine id set here are the ones it uses.
+    """
+    if not hasattr(config.option, "benchmark_storage"):
+        return  # pytest-benchmark not loaded (-p no:benchmark)
+    slug = harness.machine_slug(device)
+    config.perf_slug = slug
+    if config.option.benchmark_storage == DEFAULT_STORAGE:
+        config.option.benchmark_storage = f"file://{BASELINES}"
+    if config.option.benchmark_timer == "time.perf_counter":
+        config.option.benchmark_timer = "perf.harness.synchronized_timer"
+    import pytest_benchmark.session
+
+    pytest_benchmark.session.get_machine_id = lambda: slug
+
+    storage = config.option.benchmark_storage
+    if not storage.startswith("file://"):
+        return  # another storage backend (elasticsearch) does its own loading
+    folder = Path(storage.removeprefix("file://")) / slug
+    compare = config.option.benchmark_compare
+    if compare is True:  # no file named: the newest stored result of this machine
+        stored = sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.json"))
+        if not stored:
+            _no_comparison(
+                config,
+                f"no stored baseline for {slug} (looked in {_shown(folder)}/). This run is not compared; "
+                "save one with `make baseline` or `pytest perf/ --benchmark-save=NAME`.",
+            )
+            return
+        candidates = [stored[-1]]
+    elif compare:
+        # As pytest-benchmark reads it: a file, a name prefix in this machine's folder, or 'machine/prefix'.
+        candidates = (
+            sorted(folder.glob(f"{compare}*.json"))
+            or sorted(folder.parent.glob(f"{compare}*.json"))
+            or [Path(compare)]
+        )
+    else:
+        return
+    for path in candidates:
+        problem = _baseline_problem(path, device)
+        if problem:
+            _no_comparison(config, f"cannot compare against {_shown(path)}: {problem}")
+            return
+    config.perf_notes.append(f"comparing against {', '.join(_shown(p) for p in candidates)}")
+
+
+def _shown(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _no_comparison(config: pytest.Config, message: str) -> None:
+    if config.option.benchmark_compare_fail:
+        raise pytest.UsageError(message + " A regression gate needs a baseline of this GPU.")
+    config.option.benchmark_compare = False
+    config.perf_notes.append(message)
+
+
+def _baseline_problem(path: Path, device: torch.device) -> str | None:
+    """Why a stored result cannot serve as this machine's baseline, or None if it can."""
+    if not path.is_file():
+        return "no such file"
+    try:
+        data = json.loads(path.read_text())
+        benchmarks = data["benchmarks"]
+        info = data["machine_info"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return f"unreadable result file ({type(err).__name__}: {err})"
+    if not isinstance(benchmarks, list):
+        return "unreadable result file ('benchmarks' is not a list)"
+    stored_gpu = (info.get("perf") or {}).get("gpu", {}).get("name")
+    current_gpu = harness.gpu_name(device)
+    if stored_gpu != current_gpu:
+        return (
+            f"it was recorded on {stored_gpu or 'the CPU'}, this run is on {current_gpu or 'the CPU'}; "
+            "results from different GPUs are not comparable"
+        )
+    return None
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    machine_info["perf"] = harness.machine_info(config.perf_device)
+
+
+def _collected_benchmarks(items: list[pytest.Item]) -> bool:
+    return any("bench" in getattr(item, "fixturenames", ()) for item in items)
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """Said after collection, and only when benchmarks were collected: where they run and how."""
+    config.perf_collected = _collected_benchmarks(items)
+    if not config.perf_collected:
+        return []
+    device, tier = config.perf_device, config.perf_tier
+    where = harness.gpu_name(device) or f"CPU ({harness.machine_info(device)['cpu_model']})"
+    lines = [
+        f"perf: device {device} [{where}], torch {torch.__version__}, tier '{tier.name}' "
+        f"(presets {','.join(tier.presets)}; precisions {','.join(tier.precisions)}; "
+        f"contexts {','.join(map(str, tier.contexts))}; warm-ups {','.join(map(str, tier.warmups))})"
+    ]
+    lines += [f"perf: {note}" for note in _cpu_notes(config) + config.perf_notes]
+    return lines
+
+
+def _cpu_notes(config: pytest.Config) -> list[str]:
+    if config.perf_device.type == "cuda":
+        return []
+    skipped = [p for p in TIERS["default"].presets if p not in config.perf_tier.presets]
+    return [
+        "no CUDA GPU in use: benchmarks run on the CPU at small sizes; "
+        + (f"GPU presets not run: {', '.join(skipped)}; " if skipped else "")
+        + "peak memory, MFU and CUDA-event comparisons are GPU-only and reported as skipped or empty"
+    ]
+
+
+# --------------------------------------------------------------------------- parametrization
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if PERF not in metafunc.definition.path.parents:
+        return  # correctness tests under tests/ parametrize themselves
+    axes = [name for name in AXES if name in metafunc.fixturenames]
+    if not axes:
+        return
+    tier: Tier = metafunc.config.perf_tier
+    values = [getattr(tier, AXES[name][0]) for name in axes]
+    cases = list(itertools.product(*values))
+    ids = ["-".join(f"{AXES[n][1]}{v}" for n, v in zip(axes, case, strict=True)) for case in cases]
+    metafunc.parametrize(axes, cases, ids=ids)
+
+
+# --------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="session")
+def device(pytestconfig: pytest.Config) -> torch.device:
+    return pytestconfig.perf_device
+
+
+@pytest.fixture(scope="session")
+def tier(pytestconfig: pytest.Config) -> Tier:
+    return pytestconfig.perf_tier
+
+
+@pytest.fixture(scope="session")
+def timing_policy(pytestconfig: pytest.Config, device: torch.device) -> harness.TimingPolicy:
+    # pytest-benchmark's own options set the budget; the floor on a round's length is ours:
+    # 20 ms keeps a CUDA synchronize and launch (~10-50 us) under 0.25% of a round.
+    floor = 0.02 if device.type == "cuda" else 0.005
+    return harness.TimingPolicy(
+        min_round_s=max(floor, float(pytestconfig.getoption("benchmark_min_time"))),
+        budget_s=float(pytestconfig.getoption("benchmark_max_time")),
+        min_rounds=int(pytestconfig.getoption("benchmark_min_rounds")),
+    )
+
+
+@pytest.fixture
+def bench(benchmark, device: torch.device, timing_policy: harness.TimingPolicy):
+    yield harness.Bench(benchmark, device, timing_policy)
+    # The next benchmark starts with the memory this one used given back.
+    _release_memory()
+
+
+def _release_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------- out of memory
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """An out-of-memory in a benchmark becomes a skip naming the configuration, and memory is freed."""
+    message = None
+    try:
+        return (yield)
+    except torch.OutOfMemoryError as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else "out of memory"
+        message = f"out of memory in {item.name}: {first_line[:200]}"
+    # Outside the except block: the exception, its traceback and the tensors its frames held are gone.
+    _release_memory()
+    pytest.skip(message)
+
+
+# --------------------------------------------------------------------------- terminal summary
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    session = getattr(config, "_benchmarksession", None)
+    results = [b for b in (session.benchmarks if session else []) if b and b.extra_info.get("median_ms")]
+    tr = terminalreporter
+    if not getattr(config, "perf_collected", False):
+        return
+    notes = _cpu_notes(config) + config.perf_notes
+    if results:
+        tr.section("derived figures (median)", sep="-")
+        tr.write_line(
+            f"{'benchmark':<64} {'ms':>10} {'tokens/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'peak GiB':>9}"
+        )
+        for b in results:
+            x = b.extra_info
+            peak = x.get("peak_memory_bytes")
+            tr.write_line(
+                f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {_fmt(x.get('tokens_per_s'), '.0f'):>11} "
+                f"{_fmt(x.get('tflops'), '.1f'):>8} {_fmt(x.get('mfu'), '.1%'):>6} "
+                f"{_fmt(peak / 2**30 if peak else None, '.2f'):>9}"
+            )
+        ratios = _reference_ratios(results)
+        if ratios:
+            tr.section("project model / plain PyTorch reference (median time ratio)", sep="-")
+            for name, ratio in ratios:
+                tr.write_line(f"{name:<64} {ratio:>6.3f}")
+    if notes:
+        tr.section("perf notes", sep="-")
+        for note in notes:
+            tr.write_line(note)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _reference_ratios(results: list) -> list[tuple[str, float]]:
+    """sdpa/naive benchmarks over the reference benchmark with the same other parameters."""
+    by_name = {b.name: b.extra_info["median_ms"] for b in results}
+    ratios = []
+    for name, ms in by_name.items():
+        for impl in ("sdpa", "naive"):
+            if f"[{impl}-" in name:
+                ref = by_name.get(name.replace(f"[{impl}-", "[reference-"))
+                if ref:
+                    ratios.append((name, ms / ref))
+    return ratios

@@ -1,0 +1,284 @@
+"""Measurement in one place: device choice, synchronized timing, NVTX ranges, derived figures, machine info.
+
+conftest.py wires these into pytest and pytest-benchmark; benchmarks call `Bench.run` through the
+`bench` fixture and never time anything themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from model.precision import tf32_enabled
+
+NVTX_DOMAIN = "perf"
+TIMED_RANGE = "timed"  # wraps every timed region: `nsys profile -c nvtx -p timed@perf` skips warm-up
+DEVICES = ("auto", "cpu", "cuda")
+
+try:
+    import nvtx as _nvtx
+except ImportError:  # the package has no wheel for some platforms; ranges then reach only torch's profiler
+    _nvtx = None
+
+
+# --------------------------------------------------------------------------- ranges
+@contextlib.contextmanager
+def nvtx_range(name: str) -> Iterator[None]:
+    """One named phase: an NVTX range in the suite's domain and a profiler range of the same name.
+
+    The NVTX range is what nsys shows; the `record_function` range lets CPU tests check the
+    names through `torch.profiler` without a GPU or nsys.
+    """
+    with torch.profiler.record_function(name):
+        if _nvtx is None:
+            yield
+            return
+        _nvtx.push_range(message=name, domain=NVTX_DOMAIN)
+        try:
+            yield
+        finally:
+            _nvtx.pop_range(domain=NVTX_DOMAIN)
+
+
+# --------------------------------------------------------------------------- devices
+def resolve_device(name: str) -> torch.device:
+    """'auto' -> cuda when a GPU is visible, else cpu. Errors name what is accepted."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if re.fullmatch(r"cuda(:\d+)?", name):
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name}: no CUDA GPU is visible to torch {torch.__version__}")
+        device = torch.device(name)
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"--device {name}: only {torch.cuda.device_count()} GPU(s) visible")
+        return device
+    raise ValueError(f"unknown device {name!r}; accepted: auto, cpu, cuda, cuda:N")
+
+
+def synchronize(device: torch.device | None = None) -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize(device if device is not None and device.type == "cuda" else None)
+
+
+def synchronized_timer() -> float:
+    """pytest-benchmark's timer: waits for queued GPU work, then reads the host clock.
+
+    A round is `start = timer(); fn() x iterations; end = timer()`, so each round's time covers all
+    the device work its iterations queued, while the iterations themselves run back to back
+    without host synchronization in between.
+    """
+    synchronize()
+    return time.perf_counter()
+
+
+# --------------------------------------------------------------------------- peaks and machine info
+# Dense (no sparsity) peak throughput in TFLOP/s from the vendors' datasheets, by precision of the
+# matrix math: bf16/fp16 tensor cores, tf32 tensor cores, plain fp32 FMA. Matched against
+# torch.cuda.get_device_name() in order; the first pattern that matches wins.
+GPU_PEAK_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
+    (r"H200", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),
+    (r"H100.*(PCIe|PCI)", {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.2}),
+    (r"H100.*NVL", {"bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0}),
+    (r"H100|GH200", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),
+    (r"A100", {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5}),
+    (r"L40S", {"bf16": 362.1, "fp16": 362.1, "tf32": 183.0, "fp32": 91.6}),
+    (r"A10G?\b", {"bf16": 125.0, "fp16": 125.0, "tf32": 62.5, "fp32": 31.2}),
+    (r"L4\b", {"bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3}),
+    (r"V100", {"fp16": 125.0, "fp32": 15.7}),
+)
+
+
+def peak_tflops(gpu_name: str | None, math_precision: str) -> float | None:
+    """Dense peak for the GPU and math precision ('bf16', 'fp16', 'tf32', 'fp32'); None if unknown."""
+    if not gpu_name:
+        return None
+    for pattern, peaks in GPU_PEAK_TFLOPS:
+        if re.search(pattern, gpu_name):
+            return peaks.get(math_precision)
+    return None
+
+
+def gpu_name(device: torch.device) -> str | None:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else None
+
+
+@functools.cache
+def _nvidia_driver() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            match = re.search(r"Kernel Module\s+(\S+)", f.read())
+            if match:
+                return match.group(1)
+    except OSError:
+        pass
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(module: str) -> str | None:
+    try:
+        return __import__(module).__version__
+    except Exception:  # a broken optional install must not stop the suite from reporting
+        return None
+
+
+def machine_info(device: torch.device) -> dict[str, Any]:
+    """What a stored result must carry to be compared like with like."""
+    info: dict[str, Any] = {
+        "device": device.type,
+        "torch": torch.__version__,
+        "triton": _version("triton"),
+        "cuda": torch.version.cuda,
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info["gpu"] = {
+            "name": props.name,
+            "count": torch.cuda.device_count(),
+            "capability": f"{props.major}.{props.minor}",
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "multiprocessors": props.multi_processor_count,
+            "driver": _nvidia_driver(),
+        }
+    return info
+
+
+def machine_slug(device: torch.device) -> str:
+    """Folder name under baselines/: one per GPU model (or CPU model), never mixed."""
+    name = gpu_name(device) or f"cpu {_cpu_model()}"
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+# --------------------------------------------------------------------------- measurement
+@dataclass(frozen=True)
+class TimingPolicy:
+    """How many rounds and iterations a benchmark gets.
+
+    A round must last at least `min_round_s`, so that the synchronization and the first launch of
+    each round are a small share of it; rounds are repeated until `budget_s` is spent, within
+    [min_rounds, max_rounds].
+    """
+
+    min_round_s: float
+    budget_s: float
+    min_rounds: int
+    max_rounds: int = 200
+
+    def plan(self, seconds_per_call: float | None) -> tuple[int, int]:
+        """(rounds, iterations) for a call of the given duration; None means not yet measured."""
+        if seconds_per_call is None or seconds_per_call <= 0:
+            return self.min_rounds, 1
+        iterations = max(1, math.ceil(self.min_round_s / seconds_per_call))
+        rounds = int(self.budget_s / (seconds_per_call * iterations))
+        return max(self.min_rounds, min(self.max_rounds, rounds)), iterations
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one call of a benchmarked function does, for the derived figures."""
+
+    flops: float | None = None  # floating-point operations per call
+    tokens: int | None = None  # tokens processed per call
+    bytes_moved: float | None = None  # bytes read plus written per call
+    precision: str = "fp32"  # 'fp32', 'bf16', 'fp16': selects the peak for MFU
+
+
+def derived_figures(seconds: float, work: Work, gpu: str | None, tf32: bool = False) -> dict[str, Any]:
+    """Per-call figures from the median time: tokens/s, TFLOP/s, MFU against the GPU's dense peak, GB/s.
+
+    MFU uses the peak of the precision the matmuls run in (fp32 counts as tf32 when TF32 is on);
+    it is None on the CPU and on GPUs missing from GPU_PEAK_TFLOPS.
+    """
+    figures: dict[str, Any] = {"median_ms": seconds * 1e3}
+    if work.tokens:
+        figures["tokens_per_s"] = work.tokens / seconds
+    if work.flops:
+        achieved = work.flops / seconds / 1e12
+        peak = peak_tflops(gpu, "tf32" if tf32 and work.precision == "fp32" else work.precision)
+        figures.update(tflops=achieved, peak_tflops=peak, mfu=achieved / peak if peak else None)
+    if work.bytes_moved:
+        figures["gb_per_s"] = work.bytes_moved / seconds / 1e9
+    return figures
+
+
+class Bench:
+    """The `bench` fixture: warm-up, round planning, the timed region and the figures it reports."""
+
+    def __init__(self, benchmark: Any, device: torch.device, policy: TimingPolicy):
+        self.benchmark = benchmark
+        self.device = device
+        self.policy = policy
+
+    def warm_up(self, fn: Callable[[], Any], steps: int) -> float | None:
+        """Run `steps` untimed calls; return the duration of the last one (None if steps == 0)."""
+        last = None
+        with nvtx_range("warmup"):
+            for _ in range(steps):
+                start = synchronized_timer()
+                fn()
+                last = synchronized_timer() - start
+        return last
+
+    def run(
+        self, fn: Callable[[], Any], *, work: Work, warmup_steps: int = 2, **extra: Any
+    ) -> dict[str, Any]:
+        """Warm up, time `fn` with pytest-benchmark, attach derived figures to extra_info.
+
+        With warmup_steps == 0 the first timed round is the first call ever made, which is the point
+        of that setting: it shows what allocation, autotuning and lazy initialization cost.
+        """
+        seconds_per_call = self.warm_up(fn, warmup_steps)
+        rounds, iterations = self.policy.plan(seconds_per_call)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        with nvtx_range(TIMED_RANGE):
+            self.benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=0)
+        info = self.benchmark.extra_info
+        info.update(extra)
+        info.update(warmup_steps=warmup_steps, rounds=rounds, iterations=iterations, device=str(self.device))
+        info["peak_memory_bytes"] = (
+            torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+        )
+        stats = getattr(self.benchmark, "stats", None)
+        if stats is not None:  # None when benchmarks are disabled: the call ran once, untimed
+            tf32 = self.device.type == "cuda" and tf32_enabled()
+            info.update(derived_figures(stats.stats.median, work, gpu_name(self.device), tf32))
+            info.update(flops_per_call=work.flops, tokens_per_call=work.tokens, precision=work.precision)
+        return info

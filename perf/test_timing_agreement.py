@@ -1,0 +1,41 @@
+"""Does the harness time what CUDA events time? Each case is measured by the harness and then by
+`triton.testing.do_bench` (CUDA events, median) in the same process; extra_info carries the ratio.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from perf.harness import Work
+from perf.workloads import lm_workload
+
+# 7168^3 in bf16: 7.4e11 flop, about 1 ms on an H100 (dense bf16 peak 989 TFLOP/s, ~770 reached).
+MATMUL_N = 7168
+CASES = ("matmul_bf16_1ms", "train_step_2.7b_bf16")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_timing_agreement(bench, device, case):
+    if device.type != "cuda":
+        pytest.skip("do_bench times with CUDA events: needs a CUDA GPU")
+    from triton.testing import do_bench
+
+    if case.startswith("matmul"):
+        a, b = (torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16) for _ in range(2))
+        out = torch.empty_like(a)
+
+        def fn() -> None:
+            torch.matmul(a, b, out=out)
+
+        work = Work(flops=2 * MATMUL_N**3, precision="bf16")
+    else:
+        workload = lm_workload("train_step", "sdpa", "2.7b", "bf16", 512, device, optimizer="torch")
+        fn, work = workload.step, workload.work
+
+    info = bench.run(fn, work=work, warmup_steps=3, case=case)
+    if "median_ms" not in info:
+        pytest.skip("benchmarks are disabled: nothing to compare")
+    # rep is in ms: at least ~10 calls of the training step, ~200 of the matmul.
+    events_ms = do_bench(fn, warmup=100, rep=2000, return_mode="median")
+    info.update(do_bench_ms=events_ms, harness_over_do_bench=info["median_ms"] / events_ms)

@@ -1,0 +1,98 @@
+"""The end-to-end workloads: a model, a batch, and the step functions that benchmarks time.
+
+Each step is split into NVTX phases (forward, backward, optimizer_step) so that an nsys timeline
+shows where a step's time goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from model.config import ModelConfig, get_preset
+from model.loss import cross_entropy
+from model.optim import build_optimizer
+from model.precision import autocast, check_precision
+from model.reference import ReferenceLM
+from model.transformer import TransformerLM
+from perf.harness import Work, nvtx_range
+
+MODES = ("forward", "forward_backward", "train_step")
+
+
+def lm_config(preset: str, context: int) -> ModelConfig:
+    """The preset with its context length set to the benchmarked one (batch from the preset)."""
+    return get_preset(preset).replace(context_length=context)
+
+
+def build_model(impl: str, config: ModelConfig, device: torch.device) -> nn.Module:
+    """'naive' / 'sdpa': the project's TransformerLM with that attention; 'reference': plain PyTorch."""
+    if impl == "reference":
+        return ReferenceLM(config).to(device)
+    return TransformerLM(config, attention=impl, device=device)
+
+
+def random_batch(
+    config: ModelConfig, device: torch.device, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    shape = (config.batch_size, config.context_length + 1)
+    ids = torch.randint(0, config.vocab_size, shape, generator=g).to(device)
+    return ids[:, :-1], ids[:, 1:]  # inputs (B, T), next-token targets (B, T)
+
+
+@dataclass
+class LMWorkload:
+    """A model, its batch and optimizer, and the function for one benchmarked step."""
+
+    config: ModelConfig
+    precision: str
+    step: Callable[[], None]
+    work: Work
+
+
+def lm_workload(
+    mode: str, impl: str, preset: str, precision: str, context: int, device: torch.device, optimizer: str
+) -> LMWorkload:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; accepted: {', '.join(MODES)}")
+    check_precision(precision)
+    config = lm_config(preset, context)
+    model = build_model(impl, config, device)
+    inputs, targets = random_batch(config, device)
+
+    def forward() -> torch.Tensor:
+        with nvtx_range("forward"), autocast(precision, device.type):
+            logits = model(inputs)  # (B, T, V)
+            return cross_entropy(logits, targets)
+
+    def backward(loss: torch.Tensor) -> None:
+        with nvtx_range("backward"):
+            loss.backward()
+
+    if mode == "forward":
+
+        def step() -> None:
+            forward()
+
+    elif mode == "forward_backward":
+
+        def step() -> None:
+            model.zero_grad(set_to_none=True)
+            backward(forward())
+
+    else:
+        opt = build_optimizer(model.parameters(), impl=optimizer, lr=1e-4)
+
+        def step() -> None:
+            opt.zero_grad(set_to_none=True)
+            backward(forward())
+            with nvtx_range("optimizer_step"):
+                opt.step()
+
+    tokens = config.batch_size * config.context_length
+    flops = config.flops_per_token(context, mode) * tokens
+    return LMWorkload(config, precision, step, Work(flops=flops, tokens=tokens, precision=precision))

@@ -1,0 +1,23 @@
+"""Benchmarks run by tests/test_harness.py in a child pytest: not collected by the correctness tests."""
+
+import torch
+
+from perf.harness import Work, nvtx_range
+
+
+def test_synthetic_matmul(bench):
+    a = torch.randn(64, 64)
+
+    def fn():
+        with nvtx_range("forward"):
+            a @ a
+
+    bench.run(fn, work=Work(flops=2 * 64**3, tokens=64, precision="fp32"), warmup_steps=1, label="synthetic")
+
+
+def test_raises_oom(bench):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+
+def test_after_oom_runs(bench):
+    bench.run(lambda: torch.ones(8).sum(), work=Work(), warmup_steps=0)

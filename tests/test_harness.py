@@ -1,0 +1,267 @@
+"""The measurement harness: round planning, derived figures, ranges, and a child pytest run of
+synthetic benchmarks checked through its JSON (extra_info, machine info, baselines, OOM skips)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from perf import harness
+from perf.harness import TimingPolicy, Work, derived_figures, nvtx_range, peak_tflops
+from perf.workloads import lm_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = "tests/harness_samples/synthetic_bench.py"
+
+
+# --------------------------------------------------------------------------- pure functions
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        (None, (5, 1)),  # nothing measured yet (no warm-up): minimum rounds, one call each
+        (0.001, (50, 20)),  # 1 ms calls: 20 per round reach 20 ms; 1 s budget / 20 ms = 50 rounds
+        (0.5, (5, 1)),  # slow calls: one per round, at least the minimum rounds
+        (1e-6, (50, 20_000)),
+    ],
+)
+def test_timing_policy_plan(seconds, expected):
+    policy = TimingPolicy(min_round_s=0.02, budget_s=1.0, min_rounds=5)
+    assert policy.plan(seconds) == expected
+
+
+def test_timing_policy_caps_rounds():
+    assert TimingPolicy(min_round_s=0.0, budget_s=10.0, min_rounds=3, max_rounds=7).plan(0.001) == (7, 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "precision", "peak"),
+    [
+        ("NVIDIA H100 80GB HBM3", "bf16", 989.4),
+        ("NVIDIA H100 80GB HBM3", "fp32", 66.9),
+        ("NVIDIA H100 80GB HBM3", "tf32", 494.7),
+        ("NVIDIA H100 PCIe", "bf16", 756.0),
+        ("NVIDIA H200", "bf16", 989.4),
+        ("NVIDIA A100-SXM4-80GB", "bf16", 312.0),
+        ("NVIDIA A10G", "bf16", 125.0),
+        ("NVIDIA L4", "fp32", 30.3),
+        ("NVIDIA L40S", "bf16", 362.1),
+        ("Tesla V100-SXM2-16GB", "bf16", None),  # no bf16 tensor cores: no MFU rather than a wrong one
+        ("Some Future GPU", "bf16", None),
+        (None, "bf16", None),
+    ],
+)
+def test_peak_table(name, precision, peak):
+    assert peak_tflops(name, precision) == peak
+
+
+def test_derived_figures():
+    work = Work(flops=2e12, tokens=4096, bytes_moved=3e9, precision="bf16")
+    fig = derived_figures(0.01, work, "NVIDIA H100 80GB HBM3")
+    assert fig["median_ms"] == pytest.approx(10.0)
+    assert fig["tokens_per_s"] == pytest.approx(409_600)
+    assert fig["tflops"] == pytest.approx(200.0)
+    assert fig["mfu"] == pytest.approx(200.0 / 989.4)
+    assert fig["gb_per_s"] == pytest.approx(300.0)
+    fp32 = derived_figures(0.01, Work(flops=2e12, precision="fp32"), "NVIDIA H100 80GB HBM3", tf32=True)
+    assert fp32["peak_tflops"] == 494.7
+    cpu = derived_figures(0.01, work, None)
+    assert cpu["mfu"] is None and cpu["tflops"] == pytest.approx(200.0)
+
+
+def test_resolve_device_errors():
+    assert harness.resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match="accepted: auto, cpu, cuda, cuda:N"):
+        harness.resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            harness.resolve_device("cuda")
+
+
+def test_machine_slug_is_a_folder_name():
+    slug = harness.machine_slug(torch.device("cpu"))
+    assert slug.startswith("cpu-") and all(c.isalnum() or c == "-" for c in slug)
+
+
+# --------------------------------------------------------------------------- ranges
+def _profiled_names(fn) -> list[str]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return [e.name for e in prof.events()]
+
+
+def test_nvtx_range_reaches_the_profiler():
+    def fn():
+        with nvtx_range("outer"), nvtx_range("inner"):
+            torch.ones(4).sum()
+
+    names = _profiled_names(fn)
+    assert "outer" in names and "inner" in names
+
+
+def test_nvtx_range_closes_on_exception():
+    with pytest.raises(RuntimeError), nvtx_range("failing"):
+        raise RuntimeError("boom")
+    with nvtx_range("after"):  # an unbalanced push would break the next range's nesting in nsys
+        pass
+
+
+@pytest.mark.parametrize(
+    ("mode", "phases"),
+    [
+        ("forward", ["forward"]),
+        ("forward_backward", ["forward", "backward"]),
+        ("train_step", ["forward", "backward", "optimizer_step"]),
+    ],
+)
+def test_step_phases_are_ranges(mode, phases):
+    workload = lm_workload(mode, "naive", "tiny", "fp32", 32, torch.device("cpu"), optimizer="own")
+    names = _profiled_names(workload.step)
+    found = [n for n in names if n in ("forward", "backward", "optimizer_step")]
+    assert sorted(set(found)) == sorted(phases)
+
+
+# --------------------------------------------------------------------------- a child pytest run
+def _child_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run")
+    out = tmp / "result.json"
+    proc = _child_pytest(
+        tmp,
+        SAMPLES,
+        f"--benchmark-json={out}",
+        f"--benchmark-storage=file://{tmp}/store",
+        "--benchmark-max-time=0.05",
+        "--benchmark-compare",
+    )
+    return proc, out
+
+
+def test_synthetic_benchmark_extra_info(synthetic_run):
+    proc, out = synthetic_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    (bench,) = [b for b in data["benchmarks"] if b["name"] == "test_synthetic_matmul"]
+    info = bench["extra_info"]
+    assert info["label"] == "synthetic" and info["warmup_steps"] == 1 and info["device"] == "cpu"
+    assert info["rounds"] >= 5 and info["iterations"] >= 1
+    assert info["median_ms"] == pytest.approx(bench["stats"]["median"] * 1e3)
+    assert info["tflops"] == pytest.approx(2 * 64**3 / bench["stats"]["median"] / 1e12)
+    assert info["tokens_per_s"] == pytest.approx(64 / bench["stats"]["median"])
+    assert info["mfu"] is None and info["peak_memory_bytes"] is None  # CPU: no peak to compare with
+    assert bench["options"]["timer"] == "synchronized_timer"
+
+
+def test_synthetic_benchmark_machine_info(synthetic_run):
+    _, out = synthetic_run
+    perf = json.loads(out.read_text())["machine_info"]["perf"]
+    assert perf["torch"] == torch.__version__ and perf["device"] == "cpu"
+    assert "triton" in perf and "cuda" in perf and perf["cpu_model"]
+
+
+def test_oom_becomes_a_skip_and_the_run_goes_on(synthetic_run):
+    proc, out = synthetic_run
+    assert "SKIPPED" in proc.stdout and "out of memory in test_raises_oom" in proc.stdout
+    assert "Tried to allocate 80.00 GiB" in proc.stdout
+    names = [b["name"] for b in json.loads(out.read_text())["benchmarks"]]
+    assert "test_after_oom_runs" in names
+
+
+def test_missing_baseline_is_explained(synthetic_run):
+    proc, _ = synthetic_run
+    assert "no stored baseline for cpu-" in proc.stdout and "--benchmark-save=NAME" in proc.stdout
+
+
+def test_saved_baseline_is_filed_per_machine_and_compared(tmp_path):
+    store = tmp_path / "store"
+    first = _child_pytest(
+        tmp_path,
+        SAMPLES,
+        "-k",
+        "matmul",
+        f"--benchmark-storage=file://{store}",
+        "--benchmark-max-time=0.02",
+        "--benchmark-save=first",
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    (saved,) = store.glob("*/0001_first.json")
+    assert saved.parent.name == harness.machine_slug(torch.device("cpu"))
+    second = _child_pytest(
+        tmp_path,
+        SAMPLES,
+        "-k",
+        "matmul",
+        f"--benchmark-storage=file://{store}",
+        "--benchmark-max-time=0.02",
+        "--benchmark-compare",
+    )
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "comparing against" in second.stdout and "0001_first.json" in second.stdout
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other_gpu"])
+def test_bad_baseline_gives_a_message_not_a_traceback(tmp_path, damage):
+    folder = tmp_path / "store" / harness.machine_slug(torch.device("cpu"))
+    folder.mkdir(parents=True)
+    good = {"machine_info": {"perf": {"gpu": {"name": "NVIDIA H100 80GB HBM3"}}}, "benchmarks": []}
+    text = json.dumps(good)
+    (folder / "0001_base.json").write_text(text[: len(text) // 2] if damage == "truncated" else text)
+    proc = _child_pytest(
+        tmp_path,
+        SAMPLES,
+        "-k",
+        "matmul",
+        f"--benchmark-storage=file://{tmp_path}/store",
+        "--benchmark-max-time=0.02",
+        "--benchmark-compare",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    expected = "unreadable result file" if damage == "truncated" else "recorded on NVIDIA H100 80GB HBM3"
+    assert expected in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+    gate = _child_pytest(
+        tmp_path,
+        SAMPLES,
+        "-k",
+        "matmul",
+        f"--benchmark-storage=file://{tmp_path}/store",
+        "--benchmark-compare",
+        "--benchmark-compare-fail=median:5%",
+    )
+    assert gate.returncode != 0 and expected in gate.stdout + gate.stderr  # a gate never passes silently
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (
+            "--presets=small,huge",
+            "--presets: unknown value 'huge'; accepted: tiny, mini, small, medium, large, xl, 2.7b",
+        ),
+        ("--precisions=fp8", "--precisions: unknown value 'fp8'; accepted: fp32, bf16, fp16"),
+        ("--device=tpu", "unknown device 'tpu'; accepted: auto, cpu, cuda, cuda:N"),
+        ("--tier=huge", "--tier: unknown tier 'huge'; accepted: auto, cpu, default, full"),
+        ("--contexts=512,-1", "--contexts: '-1' is not an integer >= 1"),
+        ("--optimizer=sgd", "--optimizer: unknown value 'sgd'; accepted: own, torch, torch_fused"),
+    ],
+)
+def test_bad_options_fail_before_anything_runs(tmp_path, option, message):
+    proc = _child_pytest(tmp_path, SAMPLES, option)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage-error exit code
+    assert message in proc.stderr
