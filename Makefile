@@ -1,0 +1,28 @@
+# Set-up happens on first use: `make test` or `make bench` creates .venv (see scripts/bootstrap_env.py).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ARGS ?=
+
+.PHONY: env test bench baseline clean-env
+
+env: $(VENV)/.suite-ready
+
+$(VENV)/.suite-ready: pyproject.toml scripts/bootstrap_env.py
+	$(PYTHON) scripts/bootstrap_env.py $(VENV)
+
+# Correctness tests (CPU is enough; Triton kernels run through its interpreter).
+test: env
+	TRITON_INTERPRET=$${TRITON_INTERPRET-$$($(PY) -c "import torch; print(0 if torch.cuda.is_available() else 1)")} \
+		$(PY) -m pytest tests/ $(ARGS)
+
+# The benchmark suite, compared against the stored baseline of this GPU (or CPU).
+bench: env
+	$(PY) -m pytest perf/ --benchmark-compare $(ARGS)
+
+# Record a new baseline for this machine under baselines/<gpu>/ (a new numbered file, never an overwrite).
+baseline: env
+	$(PY) -m pytest perf/ --benchmark-save=$${NAME-baseline} $(ARGS)
+
+clean-env:
+	rm -rf $(VENV)
