@@ -44,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--contexts", help="comma-separated context lengths, e.g. 128,256,512,1024")
     group.addoption("--warmups", help="comma-separated warm-up step counts, e.g. 0,1,2,5")
     group.addoption("--impls", help="comma-separated model implementations: naive, sdpa, reference")
-    group.addoption("--optimizer", help="AdamW used by train_step: own, torch (default), torch_fused")
+    group.addoption("--optimizer", help="train_step AdamW: own, torch (foreach), torch_fused (default)")
 
 
 def _split(option: str, raw: str) -> tuple[str, ...]:

@@ -76,9 +76,12 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The mean of squares over d_model features overflows fp16 and loses bits in bf16.
+        # F.rms_norm is the same formula in one kernel on CUDA: the written-out version launched
+        # six per call, which made the small preset's forward 26% slower than torch.nn.RMSNorm's
+        # (bf16, H100, launch-bound at batch 4).
         x32 = x.float()  # (..., D)
-        inv_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
-        return (x32 * inv_rms * self.weight.float()).to(x.dtype)  # (..., D)
+        normed = F.rms_norm(x32, (x32.shape[-1],), self.weight.float(), self.eps)  # (..., D)
+        return normed.to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}"
@@ -138,7 +141,8 @@ class RotaryEmbedding(nn.Module):
                     raise ValueError(f"positions must lie in [0, {self.max_seq_len}); got [{low}, {high}]")
             cos, sin = self.cos[positions], self.sin[positions]  # (..., T, head_dim / 2)
         # Rotate in fp32: bf16 cos/sin would keep only 3 significant digits of each rotation.
-        x_even, x_odd = x[..., 0::2].float(), x[..., 1::2].float()  # (..., T, head_dim / 2)
+        # One upcast, then the pairs as views: upcasting each strided half copied twice.
+        x_even, x_odd = x.float().unflatten(-1, (-1, 2)).unbind(-1)  # (..., T, head_dim / 2) each
         rotated_even = x_even * cos - x_odd * sin
         rotated_odd = x_even * sin + x_odd * cos
         rotated = torch.stack((rotated_even, rotated_odd), dim=-1)  # (..., T, head_dim / 2, 2)

@@ -118,13 +118,6 @@ def gpu_name(device: torch.device) -> str | None:
 
 @functools.cache
 def _nvidia_driver() -> str | None:
-    try:
-        with open("/proc/driver/nvidia/version") as f:
-            match = re.search(r"Kernel Module\s+(\S+)", f.read())
-            if match:
-                return match.group(1)
-    except OSError:
-        pass
     if shutil.which("nvidia-smi"):
         try:
             out = subprocess.run(
@@ -133,10 +126,16 @@ def _nvidia_driver() -> str | None:
                 text=True,
                 timeout=20,
             )
-            return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip().splitlines()[0]
         except (OSError, subprocess.TimeoutExpired):
-            return None
-    return None
+            pass
+    try:  # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
+        with open("/proc/driver/nvidia/version") as f:
+            match = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)?)\s", f.read())
+            return match.group(1) if match else None
+    except OSError:
+        return None
 
 
 def _cpu_model() -> str:

@@ -27,7 +27,9 @@ class Tier:
     contexts: tuple[int, ...]
     warmups: tuple[int, ...]
     impls: tuple[str, ...]
-    optimizer: str = "torch"
+    # torch's fused AdamW: one pass over parameters, gradients and states. The foreach version
+    # took 104 ms of a 228 ms 2.7b bf16 step on an H100 (step minus forward+backward).
+    optimizer: str = "torch_fused"
     description: str = ""
 
     def with_overrides(self, **axes: tuple | str | None) -> Tier:
