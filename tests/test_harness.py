@@ -189,61 +189,35 @@ def test_missing_baseline_is_explained(synthetic_run):
     assert "no stored baseline for cpu-" in proc.stdout and "--benchmark-save=NAME" in proc.stdout
 
 
+def _matmul_run(store: Path, *args: str) -> subprocess.CompletedProcess:
+    """The synthetic matmul benchmark, results stored under `store`."""
+    return _child_pytest(store.parent, SAMPLES, "-k", "matmul", f"--benchmark-storage=file://{store}", *args)
+
+
 def test_saved_baseline_is_filed_per_machine_and_compared(tmp_path):
     store = tmp_path / "store"
-    first = _child_pytest(
-        tmp_path,
-        SAMPLES,
-        "-k",
-        "matmul",
-        f"--benchmark-storage=file://{store}",
-        "--benchmark-max-time=0.02",
-        "--benchmark-save=first",
-    )
+    first = _matmul_run(store, "--benchmark-max-time=0.02", "--benchmark-save=first")
     assert first.returncode == 0, first.stdout + first.stderr
     (saved,) = store.glob("*/0001_first.json")
     assert saved.parent.name == harness.machine_slug(torch.device("cpu"))
-    second = _child_pytest(
-        tmp_path,
-        SAMPLES,
-        "-k",
-        "matmul",
-        f"--benchmark-storage=file://{store}",
-        "--benchmark-max-time=0.02",
-        "--benchmark-compare",
-    )
+    second = _matmul_run(store, "--benchmark-max-time=0.02", "--benchmark-compare")
     assert second.returncode == 0, second.stdout + second.stderr
     assert "comparing against" in second.stdout and "0001_first.json" in second.stdout
 
 
 @pytest.mark.parametrize("damage", ["truncated", "other_gpu"])
 def test_bad_baseline_gives_a_message_not_a_traceback(tmp_path, damage):
-    folder = tmp_path / "store" / harness.machine_slug(torch.device("cpu"))
+    store = tmp_path / "store"
+    folder = store / harness.machine_slug(torch.device("cpu"))
     folder.mkdir(parents=True)
     good = {"machine_info": {"perf": {"gpu": {"name": "NVIDIA H100 80GB HBM3"}}}, "benchmarks": []}
     text = json.dumps(good)
     (folder / "0001_base.json").write_text(text[: len(text) // 2] if damage == "truncated" else text)
-    proc = _child_pytest(
-        tmp_path,
-        SAMPLES,
-        "-k",
-        "matmul",
-        f"--benchmark-storage=file://{tmp_path}/store",
-        "--benchmark-max-time=0.02",
-        "--benchmark-compare",
-    )
+    proc = _matmul_run(store, "--benchmark-max-time=0.02", "--benchmark-compare")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     expected = "unreadable result file" if damage == "truncated" else "recorded on NVIDIA H100 80GB HBM3"
     assert expected in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
-    gate = _child_pytest(
-        tmp_path,
-        SAMPLES,
-        "-k",
-        "matmul",
-        f"--benchmark-storage=file://{tmp_path}/store",
-        "--benchmark-compare",
-        "--benchmark-compare-fail=median:5%",
-    )
+    gate = _matmul_run(store, "--benchmark-compare", "--benchmark-compare-fail=median:5%")
     assert gate.returncode != 0 and expected in gate.stdout + gate.stderr  # a gate never passes silently
 
 
