@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import einops
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -125,14 +124,17 @@ class CausalMultiHeadSelfAttention(nn.Module):
         self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        split = "b t (h d) -> b h t d"
-        q = einops.rearrange(self.q_proj(x), split, h=self.num_heads)  # (B, H, T, Dh)
-        k = einops.rearrange(self.k_proj(x), split, h=self.num_heads)  # (B, H, T, Dh)
-        v = einops.rearrange(self.v_proj(x), split, h=self.num_heads)  # (B, H, T, Dh)
+        # view/transpose rather than einops.rearrange: 7 us against 19 us of host time per call
+        # (CPU, here), and the larger presets' bf16 steps are bound by host time on an H100.
+        batch, seq_len, d_model = x.shape
+        heads = (batch, seq_len, self.num_heads, d_model // self.num_heads)
+        q = self.q_proj(x).view(heads).transpose(1, 2)  # (B, H, T, Dh)
+        k = self.k_proj(x).view(heads).transpose(1, 2)  # (B, H, T, Dh)
+        v = self.v_proj(x).view(heads).transpose(1, 2)  # (B, H, T, Dh)
         if self.rope is not None:
             q, k = self.rope(q), self.rope(k)
         out = self.attention_fn(q, k, v, is_causal=True)  # (B, H, T, Dh)
-        out = einops.rearrange(out, "b h t d -> b t (h d)")  # (B, T, D)
+        out = out.transpose(1, 2).reshape(batch, seq_len, d_model)  # (B, T, D)
         return self.output_proj(out)  # (B, T, D)
 
     def extra_repr(self) -> str:

@@ -112,16 +112,17 @@ def test_layer_rejects_bad_arguments_at_construction():
 
 
 def layer_by_hand(layer: CausalMultiHeadSelfAttention, x: torch.Tensor) -> torch.Tensor:
-    """Heads split with view/transpose, fp64 attention: checks the einops patterns."""
-    batch, seq_len, d_model = x.shape
-    heads = (batch, seq_len, layer.num_heads, d_model // layer.num_heads)
-    q, k, v = (
-        (x @ proj.weight.T).view(heads).transpose(1, 2) for proj in (layer.q_proj, layer.k_proj, layer.v_proj)
-    )
-    if layer.rope is not None:
-        q, k = layer.rope(q), layer.rope(k)
-    out = reference_attention(q, k, v, is_causal=True).float()  # (B, H, T, Dh)
-    return out.transpose(1, 2).reshape(batch, seq_len, d_model) @ layer.output_proj.weight.T
+    """One head at a time, by slicing the projections' features, with fp64 attention."""
+    head_dim = x.shape[-1] // layer.num_heads
+    q_all, k_all, v_all = (x @ proj.weight.T for proj in (layer.q_proj, layer.k_proj, layer.v_proj))
+    outs = []
+    for h in range(layer.num_heads):
+        features = slice(h * head_dim, (h + 1) * head_dim)
+        q, k, v = q_all[..., features], k_all[..., features], v_all[..., features]  # (B, T, Dh)
+        if layer.rope is not None:
+            q, k = layer.rope(q), layer.rope(k)
+        outs.append(reference_attention(q, k, v, is_causal=True).float())  # (B, T, Dh)
+    return torch.cat(outs, dim=-1) @ layer.output_proj.weight.T  # (B, T, D)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
