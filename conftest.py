@@ -310,6 +310,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         tr.section("derived figures (median)", sep="-")
         tr.write_line(
             f"{'benchmark':<64} {'ms':>10} {'tokens/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'peak GiB':>9}"
+            f" {'host ms':>8}"
         )
         for b in results:
             x = b.extra_info
@@ -317,7 +318,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             tr.write_line(
                 f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {_fmt(x.get('tokens_per_s'), '.0f'):>11} "
                 f"{_fmt(x.get('tflops'), '.1f'):>8} {_fmt(x.get('mfu'), '.1%'):>6} "
-                f"{_fmt(peak / 2**30 if peak else None, '.2f'):>9}"
+                f"{_fmt(peak / 2**30 if peak else None, '.2f'):>9} {_fmt(x.get('host_ms'), '.1f'):>8}"
             )
         ratios = _reference_ratios(results)
         if ratios:

@@ -255,6 +255,19 @@ class Bench:
                 last = synchronized_timer() - start
         return last
 
+    @staticmethod
+    def host_time(fn: Callable[[], Any]) -> float:
+        """Seconds until one call returns, starting from an idle GPU: the host's share of a step.
+
+        When it is close to the step time, the step is bound by Python and kernel launches, not by
+        the GPU, and its timings move with whatever else the host is doing.
+        """
+        start = synchronized_timer()
+        fn()
+        host = time.perf_counter() - start
+        synchronize()
+        return host
+
     def run(
         self, fn: Callable[[], Any], *, work: Work, warmup_steps: int = 2, **extra: Any
     ) -> dict[str, Any]:
@@ -276,6 +289,8 @@ class Bench:
             torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
         )
         stats = getattr(self.benchmark, "stats", None)
+        if stats is not None and self.device.type == "cuda":
+            info["host_ms"] = self.host_time(fn) * 1e3
         if stats is not None:  # None when benchmarks are disabled: the call ran once, untimed
             tf32 = self.device.type == "cuda" and tf32_enabled()
             info.update(derived_figures(stats.stats.median, work, gpu_name(self.device), tf32))
