@@ -3,8 +3,8 @@
 harness, and then by the two references again; extra_info carries the ratios.
 
 The references run before and after the harness and are averaged: under a sustained matmul load
-an H100's clock drifts, and in a run with references only after the harness they read 3% slower
-than the harness, events and do_bench alike.
+an H100's clock drifts, and in a run with references only after the harness they read 2.5-2.8%
+slower than the harness, events and do_bench alike.
 """
 
 from __future__ import annotations
