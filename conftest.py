@@ -115,12 +115,11 @@ def _route_results_to_baselines(config: pytest.Config, device: torch.device) -> 
 
     pytest-benchmark files results under a folder named by its machine id (OS and Python version);
     here that id is the GPU model instead. Its plugin configures after this hook (trylast), so the
-    storage option and machine id set here are the ones it uses.
+    options and machine id set here are the ones it uses.
     """
     if not hasattr(config.option, "benchmark_storage"):
         return  # pytest-benchmark not loaded (-p no:benchmark)
     slug = harness.machine_slug(device)
-    config.perf_slug = slug
     if config.option.benchmark_storage == DEFAULT_STORAGE:
         config.option.benchmark_storage = f"file://{BASELINES}"
     if config.option.benchmark_timer == "time.perf_counter":
@@ -131,19 +130,21 @@ def _route_results_to_baselines(config: pytest.Config, device: torch.device) -> 
     import pytest_benchmark.session
 
     pytest_benchmark.session.get_machine_id = lambda: slug
-
     storage = config.option.benchmark_storage
-    if not storage.startswith("file://"):
-        return  # another storage backend (elasticsearch) does its own loading
-    folder = Path(storage.removeprefix("file://")) / slug
+    if storage.startswith("file://"):  # other backends (elasticsearch) do their own loading
+        _check_baseline(config, device, Path(storage.removeprefix("file://")) / slug)
+
+
+def _check_baseline(config: pytest.Config, device: torch.device, folder: Path) -> None:
+    """Say what --benchmark-compare will compare with, or why it will not compare at all."""
     compare = config.option.benchmark_compare
     if compare is True:  # no file named: the newest stored result of this machine
         stored = sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.json"))
         if not stored:
             _no_comparison(
                 config,
-                f"no stored baseline for {slug} (looked in {_shown(folder)}/). This run is not compared; "
-                "save one with `make baseline` or `pytest perf/ --benchmark-save=NAME`.",
+                f"no stored baseline for {folder.name} (looked in {_shown(folder)}/). This run is not "
+                "compared; save one with `make baseline` or `pytest perf/ --benchmark-save=NAME`.",
             )
             return
         candidates = [stored[-1]]
@@ -186,16 +187,22 @@ def _baseline_problem(path: Path, device: torch.device) -> str | None:
         info = data["machine_info"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         return f"unreadable result file ({type(err).__name__}: {err})"
-    if not isinstance(benchmarks, list):
-        return "unreadable result file ('benchmarks' is not a list)"
-    stored_gpu = (info.get("perf") or {}).get("gpu", {}).get("name")
-    current_gpu = harness.gpu_name(device)
-    if stored_gpu != current_gpu:
-        return (
-            f"it was recorded on {stored_gpu or 'the CPU'}, this run is on {current_gpu or 'the CPU'}; "
-            "results from different GPUs are not comparable"
-        )
+    if not isinstance(benchmarks, list) or not isinstance(info, dict):
+        return "unreadable result file (no list of benchmarks or no machine info)"
+    stored, current = _recorded_on(info.get("perf")), _recorded_on(harness.machine_info(device))
+    if stored != current:
+        return f"it was recorded on {stored}, this run is on {current}; such results are not comparable"
     return None
+
+
+def _recorded_on(perf_info: object) -> str:
+    """The processor a result belongs to: the GPU model, or the CPU model for CPU runs."""
+    if not isinstance(perf_info, dict):
+        return "an unknown machine (no 'perf' machine info)"
+    gpu = perf_info.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return str(gpu["name"])
+    return f"the CPU ({perf_info.get('cpu_model', 'unknown model')})"
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
