@@ -25,7 +25,6 @@ from model.precision import tf32_enabled
 
 NVTX_DOMAIN = "perf"
 TIMED_RANGE = "timed"  # wraps every timed region: `nsys profile -c nvtx -p timed@perf` skips warm-up
-DEVICES = ("auto", "cpu", "cuda")
 
 try:
     import nvtx as _nvtx
@@ -65,6 +64,8 @@ def resolve_device(name: str) -> torch.device:
         device = torch.device(name)
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ValueError(f"--device {name}: only {torch.cuda.device_count()} GPU(s) visible")
+        # The current device is what synchronized_timer waits for and where bare allocations go.
+        torch.cuda.set_device(device)
         return device
     raise ValueError(f"unknown device {name!r}; accepted: auto, cpu, cuda, cuda:N")
 
