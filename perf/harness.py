@@ -64,8 +64,9 @@ def resolve_device(name: str) -> torch.device:
         device = torch.device(name)
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ValueError(f"--device {name}: only {torch.cuda.device_count()} GPU(s) visible")
-        # The current device is what synchronized_timer waits for and where bare allocations go.
-        torch.cuda.set_device(device)
+        if device.index is not None:
+            # The current device is what synchronized_timer waits for and where bare allocations go.
+            torch.cuda.set_device(device.index)
         return device
     raise ValueError(f"unknown device {name!r}; accepted: auto, cpu, cuda, cuda:N")
 
