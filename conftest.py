@@ -232,10 +232,15 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 def _cpu_notes(config: pytest.Config) -> list[str]:
     if config.perf_device.type == "cuda":
         return []
-    skipped = [p for p in TIERS["default"].presets if p not in config.perf_tier.presets]
+    default, tier = TIERS["default"], config.perf_tier
+    presets = [p for p in default.presets if p not in tier.presets]
+    precisions = [p for p in default.precisions if p not in tier.precisions]
+    left_out = f"GPU presets not run: {', '.join(presets)}; " if presets else ""
+    if precisions:
+        left_out += f"not run: {', '.join(precisions)} (emulated by most CPUs; --precisions adds it); "
     return [
         "no CUDA GPU in use: benchmarks run on the CPU at small sizes; "
-        + (f"GPU presets not run: {', '.join(skipped)}; " if skipped else "")
+        + left_out
         + "peak memory, MFU and CUDA-event comparisons are GPU-only and reported as skipped or empty"
     ]
 
