@@ -25,6 +25,7 @@ DEFAULT_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, replaced
 # Benchmark argument name -> (tier attribute, id prefix): the axes pytest_generate_tests fills.
 AXES = {
     "impl": ("impls", ""),
+    "compared_impl": ("compared_impls", ""),
     "preset": ("presets", ""),
     "precision": ("precisions", ""),
     "context": ("contexts", "ctx"),
@@ -332,11 +333,16 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
                 f"{_fmt(x.get('tflops'), '.1f'):>8} {_fmt(x.get('mfu'), '.1%'):>6} "
                 f"{_fmt(peak / 2**30 if peak else None, '.2f'):>9} {_fmt(x.get('host_ms'), '.1f'):>8}"
             )
-        ratios = _reference_ratios(results)
-        if ratios:
-            tr.section("project model / plain PyTorch reference (median time ratio)", sep="-")
-            for name, ratio in ratios:
-                tr.write_line(f"{name:<64} {ratio:>6.3f}")
+        interleaved = [b for b in results if b.extra_info.get("ratio_to_baseline")]
+        if interleaved:
+            tr.section("project model / plain PyTorch reference, interleaved rounds", sep="-")
+            tr.write_line(f"{'benchmark':<64} {'ms':>10} {'ref ms':>10} {'ratio':>6}")
+            for b in interleaved:
+                x = b.extra_info
+                tr.write_line(
+                    f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {x['baseline_median_ms']:>10.3f} "
+                    f"{x['ratio_to_baseline']:>6.3f}"
+                )
     if notes:
         tr.section("perf notes", sep="-")
         for note in notes:
@@ -345,16 +351,3 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
-
-
-def _reference_ratios(results: list) -> list[tuple[str, float]]:
-    """sdpa/naive benchmarks over the reference benchmark with the same other parameters."""
-    by_name = {b.name: b.extra_info["median_ms"] for b in results}
-    ratios = []
-    for name, ms in by_name.items():
-        for impl in ("sdpa", "naive"):
-            if f"[{impl}-" in name:
-                ref = by_name.get(name.replace(f"[{impl}-", "[reference-"))
-                if ref:
-                    ratios.append((name, ms / ref))
-    return ratios

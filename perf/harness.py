@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -280,10 +281,54 @@ class Bench:
         """
         seconds_per_call = self.warm_up(fn, warmup_steps)
         rounds, iterations = self.policy.plan(seconds_per_call)
+        return self._timed(fn, work, warmup_steps, rounds, iterations, setup=None, extra=extra)
+
+    def run_interleaved(
+        self,
+        fn: Callable[[], Any],
+        baseline: Callable[[], Any],
+        *,
+        work: Work,
+        warmup_steps: int = 2,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Time `fn` as `run` does, with one call of `baseline` timed before each round of it.
+
+        The two alternate round by round, so drifts of the host or the GPU (load, clocks) reach
+        both alike and their ratio holds where each one's own time moves. A round is one call
+        (pytest-benchmark runs a setup only with one iteration per round), so use it for calls of
+        a few milliseconds or more. extra_info gets baseline_median_ms and ratio_to_baseline.
+        """
+        self.warm_up(baseline, warmup_steps)
+        seconds_per_call = self.warm_up(fn, warmup_steps)
+        rounds, _ = self.policy.plan(2 * seconds_per_call if seconds_per_call else None)
+        baseline_times: list[float] = []
+
+        def timed_baseline() -> None:
+            start = synchronized_timer()
+            baseline()
+            baseline_times.append(synchronized_timer() - start)
+
+        info = self._timed(fn, work, warmup_steps, rounds, 1, setup=timed_baseline, extra=extra)
+        if baseline_times and "median_ms" in info:
+            baseline_ms = statistics.median(baseline_times) * 1e3
+            info.update(baseline_median_ms=baseline_ms, ratio_to_baseline=info["median_ms"] / baseline_ms)
+        return info
+
+    def _timed(
+        self,
+        fn: Callable[[], Any],
+        work: Work,
+        warmup_steps: int,
+        rounds: int,
+        iterations: int,
+        setup: Callable[[], None] | None,
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         with nvtx_range(TIMED_RANGE):
-            self.benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=0)
+            self.benchmark.pedantic(fn, setup=setup, rounds=rounds, iterations=iterations, warmup_rounds=0)
         info = self.benchmark.extra_info
         info.update(extra)
         info.update(warmup_steps=warmup_steps, rounds=rounds, iterations=iterations, device=str(self.device))

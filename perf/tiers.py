@@ -32,6 +32,12 @@ class Tier:
     optimizer: str = "torch_fused"
     description: str = ""
 
+    @property
+    def compared_impls(self) -> tuple[str, ...]:
+        """Implementations measured against the reference model: the naive attention is left out,
+        it is the readable definition, not a contender."""
+        return tuple(i for i in self.impls if i not in ("reference", "naive"))
+
     def with_overrides(self, **axes: tuple | str | None) -> Tier:
         return replace(self, **{k: v for k, v in axes.items() if v is not None})
 
