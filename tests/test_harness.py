@@ -169,6 +169,16 @@ def test_synthetic_benchmark_extra_info(synthetic_run):
     assert bench["options"]["timer"] == "synchronized_timer"
 
 
+def test_interleaved_run_reports_the_ratio(synthetic_run):
+    _, out = synthetic_run
+    (bench,) = [b for b in json.loads(out.read_text())["benchmarks"] if b["name"] == "test_interleaved_ratio"]
+    info = bench["extra_info"]
+    assert info["median_ms"] == pytest.approx(6.0, rel=0.3)
+    assert info["baseline_median_ms"] == pytest.approx(3.0, rel=0.3)
+    assert info["ratio_to_baseline"] == pytest.approx(info["median_ms"] / info["baseline_median_ms"])
+    assert bench["stats"]["rounds"] == info["rounds"] >= 5
+
+
 def test_synthetic_benchmark_machine_info(synthetic_run):
     _, out = synthetic_run
     perf = json.loads(out.read_text())["machine_info"]["perf"]

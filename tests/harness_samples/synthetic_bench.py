@@ -1,5 +1,7 @@
 """Benchmarks run by tests/test_harness.py in a child pytest: not collected by the correctness tests."""
 
+import time
+
 import torch
 
 from perf.harness import Work, nvtx_range
@@ -21,3 +23,8 @@ def test_raises_oom(bench):
 
 def test_after_oom_runs(bench):
     bench.run(lambda: torch.ones(8).sum(), work=Work(), warmup_steps=0)
+
+
+def test_interleaved_ratio(bench):
+    # Sleeps, not arithmetic: their durations hold on a loaded two-core machine.
+    bench.run_interleaved(lambda: time.sleep(0.006), lambda: time.sleep(0.003), work=Work(), warmup_steps=1)
