@@ -226,6 +226,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         f"(presets {','.join(tier.presets)}; precisions {','.join(tier.precisions)}; "
         f"contexts {','.join(map(str, tier.contexts))}; warm-ups {','.join(map(str, tier.warmups))})"
     ]
+    if not harness.NVTX_AVAILABLE:
+        config.perf_notes.append("nvtx is not importable: no NVTX ranges for nsys (pip install nvtx)")
     lines += [f"perf: {note}" for note in _cpu_notes(config) + config.perf_notes]
     return lines
 

@@ -31,6 +31,7 @@ try:
     import nvtx as _nvtx
 except ImportError:  # the package has no wheel for some platforms; ranges then reach only torch's profiler
     _nvtx = None
+NVTX_AVAILABLE = _nvtx is not None
 
 
 # --------------------------------------------------------------------------- ranges

@@ -91,6 +91,12 @@ def main() -> int:
         pip_install(python, *extra, spec)
 
     pip_install(python, "-q", *project_dependencies())
+    # Requirements met by the inherited site-packages install no scripts here, and a `pytest` found
+    # further down PATH would run under the other interpreter, without this venv's packages.
+    pytest_script = venv_dir / "bin" / "pytest"
+    if not pytest_script.exists():
+        pytest_script.write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pytest "$@"\n')
+        pytest_script.chmod(0o755)
     (venv_dir / STAMP).write_text("ok\n")
     version = subprocess.check_output(
         [
