@@ -12,15 +12,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from model.config import ModelConfig, get_preset
+from model.config import FLOP_MODES, ModelConfig, get_preset
 from model.loss import cross_entropy
 from model.optim import build_optimizer
 from model.precision import autocast, check_precision
 from model.reference import ReferenceLM
 from model.transformer import TransformerLM
 from perf.harness import Work, nvtx_range
-
-MODES = ("forward", "forward_backward", "train_step")
 
 
 def lm_config(preset: str, context: int) -> ModelConfig:
@@ -49,7 +47,6 @@ class LMWorkload:
     """A model, its batch and optimizer, and the function for one benchmarked step."""
 
     config: ModelConfig
-    precision: str
     step: Callable[[], None]
     work: Work
 
@@ -57,8 +54,8 @@ class LMWorkload:
 def lm_workload(
     mode: str, impl: str, preset: str, precision: str, context: int, device: torch.device, optimizer: str
 ) -> LMWorkload:
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; accepted: {', '.join(MODES)}")
+    if mode not in FLOP_MODES:
+        raise ValueError(f"unknown mode {mode!r}; accepted: {', '.join(FLOP_MODES)}")
     check_precision(precision)
     config = lm_config(preset, context)
     model = build_model(impl, config, device)
@@ -95,4 +92,4 @@ def lm_workload(
 
     tokens = config.batch_size * config.context_length
     flops = config.flops_per_token(context, mode) * tokens
-    return LMWorkload(config, precision, step, Work(flops=flops, tokens=tokens, precision=precision))
+    return LMWorkload(config, step, Work(flops=flops, tokens=tokens, precision=precision))
