@@ -1,8 +1,8 @@
 """Scaled dot-product attention implementations, chosen by name, and the attention layer.
 
-Every implementation takes q, k, v of shape (..., T, d) and `is_causal`, and returns
-(..., T, d) in the dtype of q. Causal attention needs queries and keys of equal length:
-the mask is the lower triangle of a square, with no offset for a key cache.
+Every implementation takes q of shape (..., Tq, d), k and v of shape (..., Tk, d) and `is_causal`,
+and returns (..., Tq, d) in the dtype of q. The causal mask is aligned top-left, as in
+F.scaled_dot_product_attention: query i sees keys 0..i, whatever the two lengths.
 """
 
 from __future__ import annotations
@@ -28,16 +28,11 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: boo
         raise ValueError(f"q and k must share the last dimension; got {q.shape[-1]} and {k.shape[-1]}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same length; got {k.shape[-2]} and {v.shape[-2]}")
-    if is_causal and q.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"causal attention needs queries and keys of equal length; got {q.shape[-2]} "
-            f"queries and {k.shape[-2]} keys"
-        )
 
 
-def _causal_mask(seq_len: int, device: torch.device) -> torch.Tensor:
+def _causal_mask(seq_q: int, seq_k: int, device: torch.device) -> torch.Tensor:
     """True above the diagonal: key j is in the future of query i when j > i."""
-    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(diagonal=1)
+    return torch.ones(seq_q, seq_k, dtype=torch.bool, device=device).triu(diagonal=1)
 
 
 def naive_attention(
@@ -47,8 +42,8 @@ def naive_attention(
     _check_qkv(q, k, v, is_causal)
     scores = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])  # (..., Tq, Tk)
     if is_causal:
-        scores = scores.masked_fill(_causal_mask(q.shape[-2], q.device), float("-inf"))
-    # Subtracting the row max keeps exp() <= 1; the diagonal is never masked, so the max is finite.
+        scores = scores.masked_fill(_causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    # Subtracting the row max keeps exp() <= 1; key 0 is never masked, so the max is finite.
     scores = scores - scores.amax(dim=-1, keepdim=True)
     weights = scores.exp()
     weights = weights / weights.sum(dim=-1, keepdim=True)  # (..., Tq, Tk)
@@ -70,7 +65,7 @@ def reference_attention(
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Tq, Tk)
     if is_causal:
         mask = torch.zeros(q.shape[-2], k.shape[-2], dtype=torch.float64, device=q.device)
-        scores = scores + mask.masked_fill(_causal_mask(q.shape[-2], q.device), float("-inf"))
+        scores = scores + mask.masked_fill(_causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
     return torch.softmax(scores, dim=-1) @ v  # (..., Tq, d)
 
 
