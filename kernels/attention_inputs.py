@@ -40,7 +40,9 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
         if t.dtype != q.dtype:
             raise ValueError(f"{name} has dtype {t.dtype} but q has {q.dtype}; all three must share a dtype")
         if t.ndim != q.ndim:
-            raise ValueError(f"{name} has {t.ndim} dimensions but q has {q.ndim}; all three must share a rank")
+            raise ValueError(
+                f"{name} has {t.ndim} dimensions but q has {q.ndim}; all three must share a rank"
+            )
         if t.shape[:-2] != q.shape[:-2]:
             raise ValueError(
                 f"{name} has leading (batch, heads) dimensions {tuple(t.shape[:-2])} but q has "
@@ -60,6 +62,15 @@ def check_output_grad(grad_out: torch.Tensor, out_shape: torch.Size, dtype: torc
         raise ValueError(f"grad_out has shape {tuple(grad_out.shape)}; expected {tuple(out_shape)}")
     if grad_out.dtype != dtype:
         raise ValueError(f"grad_out has dtype {grad_out.dtype}; expected {dtype}, the output's dtype")
+
+
+def check_logsumexp(lse: torch.Tensor, q: torch.Tensor) -> None:
+    """The forward's logsumexp L: float32, one value per query row, on q's device."""
+    if lse.shape != q.shape[:-1] or lse.dtype != torch.float32 or lse.device != q.device:
+        raise ValueError(
+            f"lse has shape {tuple(lse.shape)}, dtype {lse.dtype} on {lse.device}; expected float32 of "
+            f"shape {tuple(q.shape[:-1])} (q.shape[:-1]) on {q.device}"
+        )
 
 
 def as_heads(t: torch.Tensor) -> torch.Tensor:
