@@ -1,0 +1,666 @@
+"""FlashAttention-2 forward and backward as Triton kernels.
+
+Layout of this module: the kernels, the tile configurations and their override, the launchers
+(which own every check and grid), the autograd.Function and the public function.
+
+Algorithm (Dao, "FlashAttention-2", 2023): the forward walks over key tiles with an online
+softmax, keeping a running row max m and row sum l in fp32, and saves only the output O and the
+logsumexp L = m + log(l). The backward recomputes each probability tile from L: P = exp(S - L),
+dV = P^T dO, dP = dO V^T, dS = P * (dP - D) with D = rowsum(dO * O), dQ = dS K, dK = dS^T Q (both
+times the softmax scale). It runs as two passes so that nothing is written by two programs: one
+program per key tile accumulates dK and dV over the queries, one per query tile accumulates dQ over
+the keys. Atomics on dQ would save recomputing S and dP once, but fp32 atomics on a (seq, d) tile
+cost more than they save at the head dims supported here.
+
+Causal attention (top-left aligned, as in F.scaled_dot_product_attention: query i sees keys 0..i)
+skips the tiles wholly in the future and applies the mask only on tiles that cross the diagonal;
+the others run without any mask. Tiles along the query axis are multiples of those along the key
+axis (or the reverse in the dK/dV pass), so the diagonal always starts on a tile boundary.
+
+Precision: accumulators, the softmax and L are fp32. fp16 and bf16 inputs use the tensor cores in
+their own type. fp32 inputs use TF32 tensor-core dots (inputs rounded to a 10-bit mantissa, fp32
+accumulation): about eight times the throughput of full-fp32 dots, with errors comparable to fp16.
+
+Tile sizes, warps and pipeline stages are autotuned per (length bucket, head dim, causal, dtype).
+To force one configuration, for example to compare with the autotuned one, set
+FLASH_TRITON_CONFIG, one entry per kernel separated by ';':
+
+    FLASH_TRITON_CONFIG="forward:BLOCK_M=64,BLOCK_N=32,num_warps=4,num_stages=2"
+    FLASH_TRITON_CONFIG="dkdv:BLOCK_M=32,BLOCK_N=64,num_warps=4,num_stages=2;dq:BLOCK_M=64,BLOCK_N=32"
+
+Kernels not named keep autotuning; a kernel named takes exactly the values given (unnamed values
+default to num_warps=4, num_stages=2). `forced_configs()` says what is in force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.attention_inputs import as_heads, check_attention_inputs, check_output_grad
+
+LOG2E = 1.4426950408889634  # exp(x) == exp2(x * log2(e)): exp2 is a single instruction on the GPU
+
+
+# --------------------------------------------------------------------------- forward kernel
+@triton.jit
+def _tile_ptrs(base, b, h, rows, offs_d, stride_b, stride_h, stride_row):
+    """Pointers to a (rows, head dim) tile of one batch and head; the head dim has unit stride."""
+    return base + b * stride_b + h * stride_h + rows[:, None] * stride_row + offs_d[None, :]
+
+
+@triton.jit
+def _forward_tiles(
+    acc, row_sum, row_max, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+    offs_m, offs_n, lo, hi, seq_k, qk_scale,
+    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Online softmax over key tiles [lo, hi): rescale what was accumulated when the row max grows."""
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        cols = start_n + offs_n  # (BLOCK_N,)
+        if MASKED:
+            in_range = cols < seq_k
+            k = tl.load(k_ptrs + start_n * stride_kn, mask=in_range[:, None], other=0.0)
+            v = tl.load(v_ptrs + start_n * stride_vn, mask=in_range[:, None], other=0.0)
+        else:
+            k = tl.load(k_ptrs + start_n * stride_kn)  # (BLOCK_N, D)
+            v = tl.load(v_ptrs + start_n * stride_vn)  # (BLOCK_N, D)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), log2 units
+        if MASKED:
+            keep = in_range[None, :]
+            if IS_CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None])
+            s = tl.where(keep, s, float("-inf"))
+        # Key 0 is in the first tile and visible to every row, so new_max is finite from then on.
+        new_max = tl.maximum(row_max, tl.max(s, 1))
+        p = tl.math.exp2(s - new_max[:, None])
+        correction = tl.math.exp2(row_max - new_max)
+        row_sum = row_sum * correction + tl.sum(p, 1)
+        acc = acc * correction[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        row_max = new_max
+    return acc, row_sum, row_max
+
+
+@triton.jit
+def _forward_kernel(
+    Q, K, V, Out, L,
+    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
+    heads, seq_q, seq_k, sm_scale,
+    SEQ_Q_BUCKET, SEQ_K_BUCKET,  # autotuning keys only
+    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    EVEN_M: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """One program per (query tile, batch x head). Out and L are contiguous (batch, heads, seq_q, ...)."""
+    tl.static_assert(BLOCK_M % BLOCK_N == 0)
+    # Causal: the last query tiles have the most keys to visit; starting them first shortens the tail.
+    num_m = tl.cdiv(seq_q, BLOCK_M)
+    pid_m = num_m - 1 - tl.program_id(0) if IS_CAUSAL else tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)  # int64: offsets of large batches pass 2^31 elements
+    b = bh // heads
+    h = bh % heads
+    start_m = pid_m * BLOCK_M
+
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
+    k_ptrs = _tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn)
+    v_ptrs = _tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn)
+    if EVEN_M:
+        q = tl.load(q_ptrs)
+    else:
+        q = tl.load(q_ptrs, mask=(offs_m < seq_q)[:, None], other=0.0)
+
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+    row_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e): the softmax runs on exp2
+
+    # Tiles every row sees whole: below the diagonal (causal) and inside seq_k. No mask.
+    full_tiles_end = (seq_k // BLOCK_N) * BLOCK_N
+    if IS_CAUSAL:
+        full_tiles_end = tl.minimum(start_m, full_tiles_end)
+        end = tl.minimum(start_m + BLOCK_M, seq_k)
+    else:
+        end = seq_k
+    acc, row_sum, row_max = _forward_tiles(
+        acc, row_sum, row_max, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+        0, full_tiles_end, seq_k, qk_scale, BLOCK_N, False, IS_CAUSAL, DOT_PRECISION,
+    )  # fmt: skip
+    # Tiles crossing the diagonal, and the ragged last tile of keys: masked.
+    acc, row_sum, row_max = _forward_tiles(
+        acc, row_sum, row_max, q, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+        full_tiles_end, end, seq_k, qk_scale, BLOCK_N, True, IS_CAUSAL, DOT_PRECISION,
+    )  # fmt: skip
+
+    out = acc / row_sum[:, None]
+    lse = (row_max + tl.math.log2(row_sum)) / 1.4426950408889634  # natural-log logsumexp of the scores
+    o_ptrs = Out + bh * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    l_ptrs = L + bh * seq_q + offs_m
+    if EVEN_M:
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty))
+        tl.store(l_ptrs, lse)
+    else:
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=(offs_m < seq_q)[:, None])
+        tl.store(l_ptrs, lse, mask=offs_m < seq_q)
+
+
+# --------------------------------------------------------------------------- backward kernels
+@triton.jit
+def _row_dot_kernel(
+    Out, DO, Delta, stride_dob, stride_doh, stride_dom, heads, seq_q,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+):  # fmt: skip
+    """D = rowsum(dO * O) in fp32: the softmax's backward term, computed once per row."""
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // heads
+    h = bh % heads
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = (offs_m < seq_q)[:, None]
+    o = tl.load(
+        Out + bh * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows, other=0.0
+    )
+    do = tl.load(
+        _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom), mask=rows, other=0.0
+    )
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(Delta + bh * seq_q + offs_m, delta, mask=offs_m < seq_q)
+
+
+@triton.jit
+def _dkdv_tiles(
+    dk, dv, k, v, q_ptrs, do_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
+    offs_n, offs_m, lo, hi, seq_q, qk_scale,
+    BLOCK_M: tl.constexpr, EVEN_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Accumulate dK and dV of one key tile over query tiles [lo, hi), working on transposed tiles
+    (keys along rows) so that every product is a plain dot with the key tile on the left."""
+    for start_m in range(lo, hi, BLOCK_M):
+        start_m = tl.multiple_of(start_m, BLOCK_M)
+        rows = start_m + offs_m  # (BLOCK_M,)
+        if EVEN_M:
+            q = tl.load(q_ptrs + start_m * stride_qm)  # (BLOCK_M, D)
+            do = tl.load(do_ptrs + start_m * stride_dom)  # (BLOCK_M, D)
+            lse = tl.load(l_ptrs + start_m)  # (BLOCK_M,)
+            delta = tl.load(delta_ptrs + start_m)
+        else:
+            # Rows past seq_q load q = dO = 0 and D = 0, which makes their dS and dV terms exactly 0.
+            in_range = rows < seq_q
+            q = tl.load(q_ptrs + start_m * stride_qm, mask=in_range[:, None], other=0.0)
+            do = tl.load(do_ptrs + start_m * stride_dom, mask=in_range[:, None], other=0.0)
+            lse = tl.load(l_ptrs + start_m, mask=in_range, other=0.0)
+            delta = tl.load(delta_ptrs + start_m, mask=in_range, other=0.0)
+        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M)
+        p_t = tl.math.exp2(s_t * qk_scale - lse[None, :] * 1.4426950408889634)
+        if CAUSAL_MASK:
+            p_t = tl.where(offs_n[:, None] <= rows[None, :], p_t, 0.0)
+        dv += tl.dot(p_t.to(do.dtype), do, input_precision=DOT_PRECISION)
+        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M)
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk += tl.dot(ds_t.to(q.dtype), q, input_precision=DOT_PRECISION)
+    return dk, dv
+
+
+@triton.jit
+def _dkdv_program(
+    Q, K, V, DO, L, Delta, DK, DV, b, h, bh,
+    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+    start_n, seq_q, seq_k, sm_scale,
+    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """dK and dV of the key tile at start_n, over every query that sees it."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    k_ptrs = _tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn)
+    v_ptrs = _tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn)
+    # Keys past seq_k load as 0; their rows of dK and dV are never stored.
+    if EVEN_N:
+        k = tl.load(k_ptrs)
+        v = tl.load(v_ptrs)
+    else:
+        k = tl.load(k_ptrs, mask=(offs_n < seq_k)[:, None], other=0.0)
+        v = tl.load(v_ptrs, mask=(offs_n < seq_k)[:, None], other=0.0)
+    q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
+    do_ptrs = _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom)
+    l_ptrs = L + bh * seq_q + offs_m
+    delta_ptrs = Delta + bh * seq_q + offs_m
+
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    lo = 0
+    if IS_CAUSAL:
+        # Queries before start_n see none of these keys; those in [start_n, start_n + BLOCK_N) cross
+        # the diagonal and take the mask; later ones see the whole tile.
+        dk, dv = _dkdv_tiles(
+            dk, dv, k, v, q_ptrs, do_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom, offs_n, offs_m,
+            start_n, tl.minimum(start_n + BLOCK_N, seq_q), seq_q, qk_scale,
+            BLOCK_M, EVEN_M, True, DOT_PRECISION,
+        )  # fmt: skip
+        lo = start_n + BLOCK_N
+    dk, dv = _dkdv_tiles(
+        dk, dv, k, v, q_ptrs, do_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom, offs_n, offs_m,
+        lo, seq_q, seq_q, qk_scale, BLOCK_M, EVEN_M, False, DOT_PRECISION,
+    )  # fmt: skip
+
+    dk = dk * sm_scale
+    offset = bh * seq_k * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    if EVEN_N:
+        tl.store(DK + offset, dk.to(DK.dtype.element_ty))
+        tl.store(DV + offset, dv.to(DV.dtype.element_ty))
+    else:
+        tl.store(DK + offset, dk.to(DK.dtype.element_ty), mask=(offs_n < seq_k)[:, None])
+        tl.store(DV + offset, dv.to(DV.dtype.element_ty), mask=(offs_n < seq_k)[:, None])
+
+
+@triton.jit
+def _dq_tiles(
+    dq, q, do, lse2, delta, k_ptrs, v_ptrs, stride_kn, stride_vn,
+    offs_m, offs_n, lo, hi, seq_k, qk_scale,
+    BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Accumulate dQ of one query tile over key tiles [lo, hi)."""
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        cols = start_n + offs_n
+        if EVEN_N:
+            k = tl.load(k_ptrs + start_n * stride_kn)  # (BLOCK_N, D)
+            v = tl.load(v_ptrs + start_n * stride_vn)
+        else:
+            # Keys past seq_k load as k = v = 0: their dS is finite and multiplies k = 0 into dQ.
+            k = tl.load(k_ptrs + start_n * stride_kn, mask=(cols < seq_k)[:, None], other=0.0)
+            v = tl.load(v_ptrs + start_n * stride_vn, mask=(cols < seq_k)[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # (BLOCK_M, BLOCK_N)
+        p = tl.math.exp2(s * qk_scale - lse2[:, None])
+        if CAUSAL_MASK:
+            p = tl.where(cols[None, :] <= offs_m[:, None], p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)  # (BLOCK_M, BLOCK_N)
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PRECISION)
+    return dq
+
+
+@triton.jit
+def _dq_program(
+    Q, K, V, DO, L, Delta, DQ, b, h, bh,
+    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+    start_m, seq_q, seq_k, sm_scale,
+    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """dQ of the query tile at start_m, over every key it sees."""
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
+    do_ptrs = _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom)
+    if EVEN_M:
+        q = tl.load(q_ptrs)
+        do = tl.load(do_ptrs)
+        lse = tl.load(L + bh * seq_q + offs_m)
+        delta = tl.load(Delta + bh * seq_q + offs_m)
+    else:
+        in_range = offs_m < seq_q
+        q = tl.load(q_ptrs, mask=in_range[:, None], other=0.0)
+        do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
+        lse = tl.load(L + bh * seq_q + offs_m, mask=in_range, other=0.0)
+        delta = tl.load(Delta + bh * seq_q + offs_m, mask=in_range, other=0.0)
+    lse2 = lse * 1.4426950408889634
+    k_ptrs = _tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn)
+    v_ptrs = _tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn)
+
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    if IS_CAUSAL:
+        dq = _dq_tiles(
+            dq, q, do, lse2, delta, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+            0, tl.minimum(start_m, seq_k), seq_k, qk_scale, BLOCK_N, EVEN_N, False, DOT_PRECISION,
+        )  # fmt: skip
+        dq = _dq_tiles(
+            dq, q, do, lse2, delta, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+            start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
+            BLOCK_N, EVEN_N, True, DOT_PRECISION,
+        )  # fmt: skip
+    else:
+        dq = _dq_tiles(
+            dq, q, do, lse2, delta, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
+            0, seq_k, seq_k, qk_scale, BLOCK_N, EVEN_N, False, DOT_PRECISION,
+        )  # fmt: skip
+
+    dq = dq * sm_scale
+    dq_ptrs = DQ + bh * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    if EVEN_M:
+        tl.store(dq_ptrs, dq.to(DQ.dtype.element_ty))
+    else:
+        tl.store(dq_ptrs, dq.to(DQ.dtype.element_ty), mask=(offs_m < seq_q)[:, None])
+
+
+@triton.jit
+def _backward_kernel(
+    Q, K, V, DO, L, Delta, DQ, DK, DV,
+    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+    heads, seq_q, seq_k, sm_scale,
+    SEQ_Q_BUCKET, SEQ_K_BUCKET,  # autotuning keys only
+    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr,
+    BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr,
+):  # fmt: skip
+    """Program i computes dK, dV of key tile i (tiles of BLOCK_N1) and dQ of query tile i (BLOCK_M2).
+
+    Both passes in one launch: under a causal mask key tile i has the most work when i is small and
+    query tile i when i is large, so pairing them gives every program about the same work. dQ, dK
+    and dV are contiguous (batch, heads, seq, d).
+    """
+    tl.static_assert(BLOCK_N1 % BLOCK_M1 == 0)
+    tl.static_assert(BLOCK_M2 % BLOCK_N2 == 0)
+    pid = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // heads
+    h = bh % heads
+    if pid * BLOCK_N1 < seq_k:
+        _dkdv_program(
+            Q, K, V, DO, L, Delta, DK, DV, b, h, bh,
+            stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+            stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+            pid * BLOCK_N1, seq_q, seq_k, sm_scale,
+            HEAD_DIM, IS_CAUSAL, DOT_PRECISION, EVEN_M1, EVEN_N1, BLOCK_M1, BLOCK_N1,
+        )  # fmt: skip
+    if pid * BLOCK_M2 < seq_q:
+        _dq_program(
+            Q, K, V, DO, L, Delta, DQ, b, h, bh,
+            stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+            stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+            pid * BLOCK_M2, seq_q, seq_k, sm_scale,
+            HEAD_DIM, IS_CAUSAL, DOT_PRECISION, EVEN_M2, EVEN_N2, BLOCK_M2, BLOCK_N2,
+        )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- configurations
+CONFIG_ENV = "FLASH_TRITON_CONFIG"
+BLOCK_NAMES = {
+    "forward": ("BLOCK_M", "BLOCK_N"),
+    "backward": ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2"),
+}
+_LAUNCH_NAMES = ("num_warps", "num_stages")
+
+# Candidates as block sizes, then (num_warps, num_stages). Chosen from a sweep of 120 to 144
+# configurations per kernel on an H100 (bf16 and fp32, head dims 64 and 128, lengths 1024 to 16384):
+# these were within 3% of the best there. "wide" rows (head dim x element size >= 256 bytes) need
+# smaller tiles to fit in shared memory.
+_CANDIDATES = {
+    ("forward", "narrow"): [((64, 64), 4, 3), ((64, 64), 4, 2), ((128, 64), 8, 3), ((128, 64), 8, 4),
+                            ((128, 64), 4, 3), ((128, 128), 8, 3)],
+    ("forward", "wide"): [((128, 64), 8, 3), ((128, 64), 4, 2), ((128, 32), 8, 3), ((128, 32), 8, 4),
+                          ((64, 64), 4, 3), ((64, 32), 4, 3)],
+    ("backward", "narrow"): [((32, 128, 128, 64), 4, 2), ((32, 128, 128, 64), 8, 3),
+                             ((32, 128, 128, 64), 4, 4), ((32, 64, 64, 32), 4, 2), ((16, 64, 64, 16), 4, 3)],
+    ("backward", "wide"): [((64, 128, 128, 64), 8, 2), ((64, 128, 128, 32), 8, 2), ((32, 128, 128, 32), 8, 2),
+                           ((32, 128, 128, 64), 8, 3), ((32, 64, 64, 32), 4, 2)],
+}  # fmt: skip
+# The CPU interpreter gets one small configuration: it is for correctness, and small tiles make
+# short test sequences span several tiles, diagonal and ragged ones included.
+_INTERPRETER = {"forward": ((32, 16), 4, 1), "backward": ((16, 32, 32, 16), 4, 1)}
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _config(kernel: str, blocks: tuple[int, ...], warps: int, stages: int, width: str = "") -> triton.Config:
+    config = triton.Config(
+        dict(zip(BLOCK_NAMES[kernel], blocks, strict=True)), num_warps=warps, num_stages=stages
+    )
+    config.width = width  # read by _prune
+    return config
+
+
+def _candidates(kernel: str) -> list[triton.Config]:
+    if _interpreting():
+        return [_config(kernel, *_INTERPRETER[kernel])]
+    return [
+        _config(kernel, *row, width) for width in ("narrow", "wide") for row in _CANDIDATES[kernel, width]
+    ]
+
+
+def _row_width(head_dim: int, element_size: int) -> str:
+    return "wide" if head_dim * element_size >= 256 else "narrow"
+
+
+def _prune(configs, named_args, **kwargs):
+    width = _row_width(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")), named_args["Q"].element_size())
+    return [c for c in configs if getattr(c, "width", width) == width]
+
+
+def _check_blocks(kernel: str, blocks: dict[str, int]) -> None:
+    """The diagonal must start on a tile boundary of the inner loop (see the module docstring)."""
+    if kernel == "forward":
+        pairs = [("BLOCK_M", "BLOCK_N")]
+    else:
+        pairs = [("BLOCK_N1", "BLOCK_M1"), ("BLOCK_M2", "BLOCK_N2")]
+    for outer, inner in pairs:
+        if blocks[outer] % blocks[inner]:
+            raise ValueError(f"{CONFIG_ENV}: the {kernel} entry needs {outer} a multiple of {inner}")
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_forced(raw: str) -> dict[str, dict[str, int]]:
+    forced: dict[str, dict[str, int]] = {}
+    for entry in filter(None, (e.strip() for e in raw.split(";"))):
+        kernel, sep, values = entry.partition(":")
+        kernel = kernel.strip()
+        if not sep or kernel not in BLOCK_NAMES:
+            raise ValueError(
+                f"{CONFIG_ENV}: entry {entry!r} must start with one of {', '.join(BLOCK_NAMES)} and a colon, "
+                f"e.g. forward:BLOCK_M=64,BLOCK_N=32,num_warps=4,num_stages=2"
+            )
+        accepted = (*BLOCK_NAMES[kernel], *_LAUNCH_NAMES)
+        params = {"num_warps": 4, "num_stages": 2}
+        for item in filter(None, (i.strip() for i in values.split(","))):
+            key, eq, value = (part.strip() for part in item.partition("="))
+            if not eq or key not in accepted or not value.isdigit() or int(value) == 0:
+                raise ValueError(
+                    f"{CONFIG_ENV}: {item!r} in the {kernel} entry must be NAME=positive integer "
+                    f"with NAME one of {', '.join(accepted)}"
+                )
+            params[key] = int(value)
+        for block in BLOCK_NAMES[kernel]:
+            size = params.get(block)
+            if size is None or size < 16 or size & (size - 1):
+                raise ValueError(f"{CONFIG_ENV}: the {kernel} entry needs {block}, a power of two >= 16")
+        _check_blocks(kernel, params)
+        forced[kernel] = params
+    return forced
+
+
+def forced_configs() -> dict[str, dict[str, int]]:
+    """The configurations FLASH_TRITON_CONFIG forces, per kernel (read at every launch)."""
+    return _parse_forced(os.environ.get(CONFIG_ENV, ""))
+
+
+def _bucket(n: int) -> int:
+    """Autotuning key for a length: lengths within a power of two share a tuned configuration."""
+    return triton.next_power_of_2(n)
+
+
+_AUTOTUNE_KEY = ["SEQ_Q_BUCKET", "SEQ_K_BUCKET", "HEAD_DIM", "IS_CAUSAL"]
+# Short timing per candidate: the differences that decide are tens of percent, and a long sweep per
+# shape would make the first call of every new shape take minutes.
+_tuning_bench = functools.partial(triton.testing.do_bench, warmup=5, rep=25)
+
+
+def _tuned(kernel: str, fn):
+    return triton.autotune(
+        configs=_candidates(kernel),
+        key=_AUTOTUNE_KEY,
+        prune_configs_by={"early_config_prune": _prune},
+        do_bench=_tuning_bench,
+    )(fn)
+
+
+_forward_fixed = triton.heuristics({"EVEN_M": lambda a: a["seq_q"] % a["BLOCK_M"] == 0})(_forward_kernel)
+_backward_fixed = triton.heuristics(
+    {
+        "EVEN_M1": lambda a: a["seq_q"] % a["BLOCK_M1"] == 0,
+        "EVEN_N1": lambda a: a["seq_k"] % a["BLOCK_N1"] == 0,
+        "EVEN_M2": lambda a: a["seq_q"] % a["BLOCK_M2"] == 0,
+        "EVEN_N2": lambda a: a["seq_k"] % a["BLOCK_N2"] == 0,
+    }
+)(_backward_kernel)
+_KERNELS = {
+    "forward": (_forward_fixed, _tuned("forward", _forward_fixed)),
+    "backward": (_backward_fixed, _tuned("backward", _backward_fixed)),
+}
+
+
+def _launch(kernel: str, grid, *args, **kwargs) -> None:
+    """Launch with the forced configuration if one is set, autotuned otherwise."""
+    fixed, tuned = _KERNELS[kernel]
+    forced = forced_configs().get(kernel)
+    if forced is None:
+        tuned[grid](*args, **kwargs)
+    else:
+        fixed[grid](*args, **kwargs, **forced)
+
+
+def chosen_configs() -> dict[str, str | None]:
+    """The configuration each kernel ran with last (autotuned or forced), for reports."""
+    forced = forced_configs()
+    chosen: dict[str, str | None] = {}
+    for kernel, (_, tuned) in _KERNELS.items():
+        if kernel in forced:
+            chosen[kernel] = ", ".join(f"{k}={v}" for k, v in forced[kernel].items()) + " (forced)"
+        else:
+            best = getattr(tuned, "best_config", None)
+            chosen[kernel] = str(best) if best is not None else None
+    return chosen
+
+
+# --------------------------------------------------------------------------- launchers
+def _check_runnable(q: torch.Tensor) -> None:
+    if q.device.type != "cuda" and not _interpreting():
+        raise ValueError(
+            f"q is on {q.device}; FlashAttentionTriton runs on CUDA tensors, or on the CPU with "
+            f"TRITON_INTERPRET=1 set before triton is imported"
+        )
+
+
+def _unit_stride_head_dim(t: torch.Tensor) -> torch.Tensor:
+    """Rows are loaded as vectors, which needs the head dim contiguous; other strides are passed on."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    return "tf32" if dtype == torch.float32 else "ieee"  # 16-bit dots are exact products, fp32 sums
+
+
+def _on_device(device: torch.device):
+    """Launch on the tensors' GPU; entering torch.cuda.device costs host time, so only when needed."""
+    if device.type == "cuda" and device.index != torch.cuda.current_device():
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
+
+
+def attention_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """O (batch, heads, seq_q, d) in q's dtype and L (batch, heads, seq_q) in fp32, from 4-d inputs."""
+    batch, heads, seq_q, head_dim = q.shape
+    seq_k = k.shape[2]
+    q, k, v = _unit_stride_head_dim(q), _unit_stride_head_dim(k), _unit_stride_head_dim(v)
+    out = torch.empty(batch, heads, seq_q, head_dim, device=q.device, dtype=q.dtype)
+    lse = torch.empty(batch, heads, seq_q, device=q.device, dtype=torch.float32)
+    with _on_device(q.device):
+        _launch(
+            "forward", lambda meta: (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads),
+            q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+            heads, seq_q, seq_k, 1.0 / math.sqrt(head_dim), _bucket(seq_q), _bucket(seq_k),
+            HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), DOT_PRECISION=_dot_precision(q.dtype),
+        )  # fmt: skip
+    return out, lse
+
+
+def attention_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    grad_out: torch.Tensor,
+    is_causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV as contiguous 4-d tensors in the inputs' dtype, from the forward's O and L.
+
+    `out` and `lse` are the contiguous tensors attention_forward returned.
+    """
+    batch, heads, seq_q, head_dim = q.shape
+    seq_k = k.shape[2]
+    q, k, v = _unit_stride_head_dim(q), _unit_stride_head_dim(k), _unit_stride_head_dim(v)
+    grad_out = _unit_stride_head_dim(grad_out)
+    delta = torch.empty_like(lse)
+    dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
+    dk = torch.empty(k.shape, device=k.device, dtype=k.dtype)
+    dv = torch.empty(v.shape, device=v.device, dtype=v.dtype)
+    rows = 64
+    with _on_device(q.device):
+        _row_dot_kernel[(triton.cdiv(seq_q, rows), batch * heads)](
+            out, grad_out, delta, *grad_out.stride()[:3], heads, seq_q, HEAD_DIM=head_dim, BLOCK_M=rows
+        )
+        _launch(
+            "backward",
+            lambda meta: (max(triton.cdiv(seq_k, meta["BLOCK_N1"]), triton.cdiv(seq_q, meta["BLOCK_M2"])),
+                          batch * heads),
+            q, k, v, grad_out, lse, delta, dq, dk, dv,
+            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3],
+            heads, seq_q, seq_k, 1.0 / math.sqrt(head_dim), _bucket(seq_q), _bucket(seq_k),
+            HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), DOT_PRECISION=_dot_precision(q.dtype),
+        )  # fmt: skip
+    return dq, dk, dv
+
+
+# --------------------------------------------------------------------------- autograd
+class FlashAttentionTriton(torch.autograd.Function):
+    """softmax(q k^T / sqrt(d) [+ causal mask]) v with Triton kernels, forward and backward.
+
+    q: (batch, seq_q, d) or (batch, heads, seq_q, d); k, v: the same rank with seq_k rows. Head dims
+    16, 32, 64, 128; fp32 (TF32 dots), fp16, bf16. Saves the logsumexp L, shape q.shape[:-1], fp32.
+    """
+
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False):
+        check_attention_inputs(q, k, v)
+        _check_runnable(q)
+        out, lse = attention_forward(as_heads(q), as_heads(k), as_heads(v), is_causal)
+        out = out.view(q.shape[:-1] + out.shape[-1:])
+        lse = lse.view(q.shape[:-1])
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.is_causal = bool(is_causal)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        q, k, v, out, lse = ctx.saved_tensors
+        check_output_grad(grad_out, out.shape, out.dtype)
+        dq, dk, dv = attention_backward(
+            as_heads(q), as_heads(k), as_heads(v), as_heads(out), as_heads(lse.unsqueeze(-1)).squeeze(-1),
+            as_heads(grad_out), ctx.is_causal,
+        )  # fmt: skip
+        return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape), None
+
+
+def flash_attention_triton(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+) -> torch.Tensor:
+    return FlashAttentionTriton.apply(q, k, v, is_causal)

@@ -1,0 +1,201 @@
+"""FlashAttentionTriton against fp64: on a GPU when there is one, else in Triton's CPU interpreter.
+
+The interpreter runs fp32 and fp16 at small sizes (its bf16 dot products are wrong in Triton 3.9);
+bf16 and long sequences are marked `gpu`. On a GPU fp32 inputs use TF32 dots, so the naive attention
+they are held against runs with TF32 matmuls too.
+"""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import flash_attention_triton as fat
+from kernels.attention_inputs import HEAD_DIMS
+from kernels.flash_attention_triton import FlashAttentionTriton, flash_attention_triton
+from model.attention import reference_attention
+from model.precision import tf32
+from tests.attention_checks import (
+    BF16,
+    F16,
+    F32,
+    bad_inputs,
+    check_against_fp64,
+    out_and_grads,
+    random_qkv,
+)
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+needs_gpu = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU: bf16 dots are wrong in Triton's interpreter"),
+]
+BF16_ON_GPU = pytest.param(BF16, marks=needs_gpu)
+
+
+def check(q, k, v, is_causal, grad_out=None):
+    naive_context = tf32 if CUDA and q.dtype == F32 else None
+    kwargs = {"naive_context": naive_context} if naive_context else {}
+    check_against_fp64(FlashAttentionTriton, q, k, v, is_causal, grad_out=grad_out, **kwargs)
+
+
+def qkv(batch_heads, seq_q, seq_k, head_dim, dtype):
+    return random_qkv(batch_heads, seq_q, seq_k, head_dim, dtype, device=DEVICE)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16_ON_GPU])
+@pytest.mark.parametrize("seq_len", [1, 17, 100, 129])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_matches_fp64_at_odd_lengths(is_causal, seq_len, dtype):
+    torch.manual_seed(0)
+    check(*qkv((2, 3), seq_len, seq_len, 32, dtype), is_causal)  # (B, H, T, d)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("seq_q, seq_k", [(17, 100), (100, 17), (1, 40), (40, 1), (33, 70)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_differing_query_and_key_lengths(is_causal, seq_q, seq_k, dtype):
+    torch.manual_seed(0)
+    check(*qkv((2, 2), seq_q, seq_k, 16, dtype), is_causal)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_every_head_dim(is_causal, head_dim, dtype):
+    torch.manual_seed(0)
+    check(*qkv((1, 2), 33, 33, head_dim, dtype), is_causal)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_three_dim_inputs(is_causal, dtype):
+    torch.manual_seed(0)
+    check(*qkv((3,), 45, 37, 64, dtype), is_causal)  # (B, T, d)
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    batch_heads=st.sampled_from([(1,), (2,), (1, 1), (2, 3)]),
+    seq_q=st.integers(1, 70),
+    seq_k=st.integers(1, 70),
+    head_dim=st.sampled_from(HEAD_DIMS),
+    dtype=st.sampled_from([F32, F16]),
+    is_causal=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_random_shapes(batch_heads, seq_q, seq_k, head_dim, dtype, is_causal, seed):
+    torch.manual_seed(seed)
+    check(*qkv(batch_heads, seq_q, seq_k, head_dim, dtype), is_causal)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_non_contiguous_inputs_and_grad_out(is_causal):
+    torch.manual_seed(0)
+    # (B, T, H, d) projections seen as (B, H, T, d), as the model's attention layer produces them;
+    # keys and values take every other row, and the head dim of grad_out is strided.
+    q = torch.randn(2, 40, 3, 16, device=DEVICE).transpose(1, 2)
+    k = torch.randn(2, 64, 3, 16, device=DEVICE).transpose(1, 2)[:, :, ::2]
+    v = torch.randn(2, 64, 3, 16, device=DEVICE).transpose(1, 2)[:, :, 1::2]
+    grad_out = torch.randn(2, 3, 16, 40, device=DEVICE).transpose(-2, -1)
+    assert not any(t.is_contiguous() for t in (q, k, v, grad_out))
+    check(q, k, v, is_causal, grad_out=grad_out)
+
+
+def test_expanded_grad_out():
+    """out.sum().backward() hands backward a grad_out of stride 0 everywhere."""
+    torch.manual_seed(0)
+    q, k, v = (t.requires_grad_() for t in qkv((2,), 20, 20, 16, F32))
+    flash_attention_triton(q, k, v, is_causal=True).sum().backward()
+    ones = torch.ones(2, 20, 16, dtype=torch.float64, device=DEVICE)
+    exact = out_and_grads(reference_attention, q.double(), k.double(), v.double(), ones, True)
+    tolerance = 5e-3 if CUDA else 1e-5  # TF32 dots on a GPU
+    for got, e in zip((q.grad, k.grad, v.grad), exact[1:], strict=True):
+        torch.testing.assert_close(got.double(), e, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("name", list(bad_inputs()))
+def test_rejects_bad_inputs(name):
+    (q, k, v), message = bad_inputs(DEVICE)[name]
+    with pytest.raises(ValueError, match=message):
+        flash_attention_triton(q, k, v)
+
+
+def test_grad_out_of_another_dtype_is_cast_by_autograd():
+    """Autograd casts grad_out to the output's dtype before backward runs: the result is the same."""
+    torch.manual_seed(0)
+    q, k, v = (t.requires_grad_() for t in qkv((1, 2), 8, 8, 16, F32))
+    out = flash_attention_triton(q, k, v)
+    grad_out = torch.randn_like(out).half()
+    cast_by_autograd = torch.autograd.grad(out, (q, k, v), grad_out, retain_graph=True)
+    cast_here = torch.autograd.grad(out, (q, k, v), grad_out.float())
+    for a, b in zip(cast_by_autograd, cast_here, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------- forced configurations
+def test_forced_configuration_gives_the_same_result(monkeypatch):
+    torch.manual_seed(0)
+    q, k, v = qkv((1, 2), 70, 90, 32, F32)
+    grad_out = torch.randn_like(q)
+    tuned = out_and_grads(flash_attention_triton, q, k, v, grad_out, True)
+    monkeypatch.setenv(
+        fat.CONFIG_ENV,
+        "forward:BLOCK_M=64,BLOCK_N=16,num_stages=1; "
+        "backward:BLOCK_M1=16,BLOCK_N1=64,BLOCK_M2=16,BLOCK_N2=16",
+    )
+    assert fat.chosen_configs()["forward"].endswith("(forced)")
+    forced = out_and_grads(flash_attention_triton, q, k, v, grad_out, True)
+    for got, expected in zip(forced, tuned, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (
+            "fwd:BLOCK_M=64,BLOCK_N=32",
+            r"entry 'fwd:BLOCK_M=64,BLOCK_N=32' must start with one of forward, backward",
+        ),
+        ("forward:BLOCK_M=64", r"the forward entry needs BLOCK_N, a power of two >= 16"),
+        ("forward:BLOCK_M=48,BLOCK_N=16", r"the forward entry needs BLOCK_M, a power of two >= 16"),
+        ("forward:BLOCK_M=32,BLOCK_N=64", r"the forward entry needs BLOCK_M a multiple of BLOCK_N"),
+        ("forward:BLOCK_M=64,BLOCK_N=32,warps=4", r"'warps=4' in the forward entry must be NAME=positive"),
+        ("forward:BLOCK_M=64,BLOCK_N=x", r"'BLOCK_N=x' in the forward entry must be NAME=positive integer"),
+        (
+            "backward:BLOCK_M1=64,BLOCK_N1=32,BLOCK_M2=64,BLOCK_N2=32",
+            r"the backward entry needs BLOCK_N1 a multiple of BLOCK_M1",
+        ),
+    ],
+)
+def test_rejects_bad_forced_configuration(monkeypatch, raw, message):
+    monkeypatch.setenv(fat.CONFIG_ENV, raw)
+    q, k, v = qkv((1, 1), 8, 8, 16, F32)
+    with pytest.raises(ValueError, match=rf"{fat.CONFIG_ENV}: .*{message}"):
+        flash_attention_triton(q, k, v)
+
+
+# --------------------------------------------------------------------------- GPU sizes
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="long sequences take minutes in Triton's interpreter; run on a GPU")
+@pytest.mark.parametrize("dtype", [F16, BF16, F32])
+@pytest.mark.parametrize(
+    "batch_heads, seq_q, seq_k, head_dim", [((2, 4), 1031, 1031, 64), ((1, 8), 2048, 777, 128)]
+)
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_long_sequences(is_causal, batch_heads, seq_q, seq_k, head_dim, dtype):
+    torch.manual_seed(0)
+    check(*qkv(batch_heads, seq_q, seq_k, head_dim, dtype), is_causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_second_gpu_tensors_launch_on_their_device():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs to check that kernels run on the inputs' device")
+    q, k, v = random_qkv((1, 2), 64, 64, 32, F16, device="cuda:1")
+    out = flash_attention_triton(q, k, v, is_causal=True)
+    expected = reference_attention(q, k, v, is_causal=True)
+    assert out.device == q.device
+    torch.testing.assert_close(out.double(), expected, rtol=2e-2, atol=2e-3)
