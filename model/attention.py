@@ -69,9 +69,32 @@ def reference_attention(
     return torch.softmax(scores, dim=-1) @ v  # (..., Tq, d)
 
 
+def flash_pytorch_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = True
+) -> torch.Tensor:
+    """kernels.FlashAttentionPyTorch: tiled online softmax in plain PyTorch (head dims 16 to 128)."""
+    from kernels.flash_attention_pytorch import flash_attention_pytorch  # imported on first use
+
+    return flash_attention_pytorch(q, k, v, is_causal=is_causal)
+
+
+def flash_triton_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = True
+) -> torch.Tensor:
+    """kernels.FlashAttentionTriton: Triton kernels forward and backward (CUDA, or Triton's interpreter).
+
+    Imported on first use, so that the model imports on machines without Triton.
+    """
+    from kernels.flash_attention_triton import flash_attention_triton
+
+    return flash_attention_triton(q, k, v, is_causal=is_causal)
+
+
 ATTENTION_IMPLS: dict[str, AttentionFn] = {
     "naive": naive_attention,
     "sdpa": sdpa_attention,
+    "flash_pytorch": flash_pytorch_attention,
+    "flash_triton": flash_triton_attention,
 }
 
 

@@ -48,6 +48,24 @@ def test_naive_and_sdpa_agree_with_the_same_weights():
     torch.testing.assert_close(sdpa(tokens), naive(tokens))
 
 
+@pytest.mark.parametrize("attention", ["flash_pytorch", "flash_triton"])
+def test_flash_attention_switched_in_by_name(attention):
+    """The model with a FlashAttention implementation: same logits and gradients as with naive."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # Triton runs interpreted on the CPU
+    naive = build("naive").to(device)
+    flash = TransformerLM(CONFIG, attention=attention).to(device)
+    flash.load_state_dict(naive.state_dict())
+    tokens = random_tokens(2, 40).to(device)
+    logits, flash_logits = naive(tokens), flash(tokens)
+    # fp32 on a GPU: the Triton kernels use TF32 dots.
+    tolerance = 2e-2 if device == "cuda" and attention == "flash_triton" else 1e-4
+    torch.testing.assert_close(flash_logits, logits, rtol=tolerance, atol=tolerance)
+    logits.square().mean().backward()
+    flash_logits.square().mean().backward()
+    for (name, a), (_, b) in zip(naive.named_parameters(), flash.named_parameters(), strict=True):
+        torch.testing.assert_close(b.grad, a.grad, rtol=tolerance, atol=tolerance, msg=name)
+
+
 @pytest.mark.parametrize("attention", ["naive", "sdpa"])
 def test_lm_is_causal(attention):
     lm = build(attention)
