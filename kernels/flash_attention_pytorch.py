@@ -10,7 +10,8 @@ iterations (see `key_tile_size`). Inputs and masking follow kernels/attention_in
 attention skips the key tiles after the last query, which no query sees, and masks the rest by index.
 
 `flash_backward` is a plain function of tensors so that it can go through torch.compile; the autograd
-Function runs it compiled when `FlashAttentionPyTorch.compile_backward` is True (off by default).
+Function runs it compiled when the module's COMPILE_BACKWARD is True (off by default). A module global,
+not a class attribute: torch.compile of a whole forward+backward reads it without a graph break.
 """
 
 from __future__ import annotations
@@ -148,6 +149,9 @@ def flash_backward(
     return grad_q.view(q.shape), grad_k.to(k.dtype).view(k.shape), grad_v.to(v.dtype).view(v.shape)
 
 
+COMPILE_BACKWARD = False
+
+
 @functools.cache
 def compiled_flash_backward() -> Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """flash_backward through torch.compile, built on first use and shared after.
@@ -162,12 +166,15 @@ class FlashAttentionPyTorch(torch.autograd.Function):
     """apply(q, k, v, is_causal=False): attention whose backward recomputes the scores from L.
 
     Saved for backward: q, k, v, the output O and L (fp32, shape q.shape[:-1]), in that order.
-    The backward runs `flash_backward` eagerly; set `FlashAttentionPyTorch.compile_backward = True`
-    to run it through `compiled_flash_backward()` instead, compiled at the first backward of each shape
-    (13 to 18 s for one small shape on a 2-core CPU, cold cache).
+    The backward runs `flash_backward` eagerly; set this module's `COMPILE_BACKWARD = True` to run it
+    through `compiled_flash_backward()` instead, compiled at the first backward of each shape (13 to
+    18 s for one small shape on a 2-core CPU, cold cache).
     """
 
-    compile_backward: bool = False
+    @classmethod
+    def apply(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False):
+        # torch.autograd.Function.apply takes keyword arguments only from torch 2.12 on.
+        return super().apply(q, k, v, is_causal)
 
     @staticmethod
     def forward(
@@ -187,7 +194,7 @@ class FlashAttentionPyTorch(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx, grad_out: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
         q, k, v, out, lse = ctx.saved_tensors
-        backward = compiled_flash_backward() if FlashAttentionPyTorch.compile_backward else flash_backward
+        backward = compiled_flash_backward() if COMPILE_BACKWARD else flash_backward
         grad_q, grad_k, grad_v = backward(q, k, v, out, lse, grad_out, ctx.is_causal)
         return grad_q, grad_k, grad_v, None
 

@@ -638,6 +638,11 @@ class FlashAttentionTriton(torch.autograd.Function):
     16, 32, 64, 128; fp32 (TF32 dots), fp16, bf16. Saves the logsumexp L, shape q.shape[:-1], fp32.
     """
 
+    @classmethod
+    def apply(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False):
+        # torch.autograd.Function.apply takes keyword arguments only from torch 2.12 on.
+        return super().apply(q, k, v, is_causal)
+
     @staticmethod
     def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False):
         check_attention_inputs(q, k, v)

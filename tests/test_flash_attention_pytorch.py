@@ -5,6 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernels import flash_attention_pytorch as flash_attention_module
 from kernels.attention_inputs import HEAD_DIMS
 from kernels.flash_attention_pytorch import (
     MAX_KEY_TILES,
@@ -162,7 +163,7 @@ def test_compiled_backward(monkeypatch):
     q, k, v = random_qkv((2, 2), 16, 16, 16, F32)
     grad_out = torch.randn_like(q)
     eager = out_and_grads(flash_attention_pytorch, q, k, v, grad_out, True)
-    monkeypatch.setattr(FlashAttentionPyTorch, "compile_backward", True)
+    monkeypatch.setattr(flash_attention_module, "COMPILE_BACKWARD", True)
     compiled = out_and_grads(flash_attention_pytorch, q, k, v, grad_out, True)
     for got, expected in zip(compiled[1:], eager[1:], strict=True):
         torch.testing.assert_close(got, expected)

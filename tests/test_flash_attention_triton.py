@@ -47,8 +47,8 @@ def pinned_configuration(request, monkeypatch):
 
 
 def check(q, k, v, is_causal, grad_out=None):
-    naive_context = tf32 if CUDA and q.dtype == F32 else None
-    kwargs = {"naive_context": naive_context} if naive_context else {}
+    uses_tf32 = CUDA and q.dtype == F32
+    kwargs = {"naive_context": tf32, "tf32": True} if uses_tf32 else {}
     check_against_fp64(FlashAttentionTriton, q, k, v, is_causal, grad_out=grad_out, **kwargs)
 
 
@@ -159,8 +159,10 @@ def test_forced_configuration_gives_the_same_result(monkeypatch):
     )
     assert fat.chosen_configs()["forward"].endswith("(forced)")
     forced = out_and_grads(flash_attention_triton, q, k, v, grad_out, True)
+    # Another tiling sums in another order; on a GPU the TF32 products differ too at that level.
+    tolerance = {"rtol": 1e-3, "atol": 1e-3} if CUDA else {"rtol": 1e-4, "atol": 1e-5}
     for got, expected in zip(forced, tuned, strict=True):
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(got, expected, **tolerance)
 
 
 @pytest.mark.parametrize(
