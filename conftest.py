@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from perf import harness
+from perf import attention_report, harness
+from perf.attention_shapes import SWEEPS
 from perf.tiers import AXIS_CHOICES, TIERS, Tier
 
 ROOT = Path(__file__).resolve().parent
@@ -30,6 +31,10 @@ AXES = {
     "precision": ("precisions", ""),
     "context": ("contexts", "ctx"),
     "warmup": ("warmups", "warm"),
+    # Providers last: the providers of one shape run one after another, side by side in one table.
+    "attention_mode": ("attention_modes", ""),
+    "attention_shape": ("attention_shapes", ""),
+    "attention_provider": ("attention_providers", ""),
 }
 
 
@@ -46,6 +51,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--warmups", help="comma-separated warm-up step counts, e.g. 0,1,2,5")
     group.addoption("--impls", help="comma-separated model implementations: naive, sdpa, reference")
     group.addoption("--optimizer", help="train_step AdamW: own, torch (foreach), torch_fused (default)")
+    group.addoption(
+        "--attention-providers", help=f"comma-separated: {', '.join(AXIS_CHOICES['attention-providers'])}"
+    )
+    group.addoption(
+        "--attention-modes", help=f"comma-separated: {', '.join(AXIS_CHOICES['attention-modes'])}"
+    )
+    group.addoption("--attention-sweeps", help=f"comma-separated shape sweeps: {', '.join(SWEEPS)}")
+    group.addoption("--seqs", help="comma-separated sequence lengths: keeps the sweeps' shapes with these")
+    group.addoption("--head-dims", help="comma-separated head dims: keeps the sweeps' shapes with these")
 
 
 def _split(option: str, raw: str) -> tuple[str, ...]:
@@ -89,13 +103,40 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
         raise pytest.UsageError(
             f"--optimizer: unknown value {optimizer!r}; accepted: {', '.join(AXIS_CHOICES['optimizer'])}"
         )
-    return TIERS[name].with_overrides(
+    tier = TIERS[name].with_overrides(
         presets=opt("presets") and _parse_names("presets", opt("presets")),
         precisions=opt("precisions") and _parse_names("precisions", opt("precisions")),
         impls=opt("impls") and _parse_names("impls", opt("impls")),
         contexts=opt("contexts") and _parse_ints("contexts", opt("contexts"), minimum=1),
         warmups=opt("warmups") and _parse_ints("warmups", opt("warmups"), minimum=0),
         optimizer=optimizer,
+        attention_providers=opt("attention_providers")
+        and _parse_names("attention-providers", opt("attention_providers")),
+        attention_modes=opt("attention_modes") and _parse_names("attention-modes", opt("attention_modes")),
+        attention_sweeps=opt("attention_sweeps")
+        and _parse_names("attention-sweeps", opt("attention_sweeps")),
+        seqs=opt("seqs") and _parse_ints("seqs", opt("seqs"), minimum=1),
+        head_dims=opt("head_dims") and _parse_ints("head-dims", opt("head_dims"), minimum=1),
+    )
+    _check_attention_shapes(tier)
+    return tier
+
+
+def _check_attention_shapes(tier: Tier) -> None:
+    """--seqs and --head-dims filter the sweeps' shapes; a filter that keeps none is a usage error."""
+    if tier.attention_shapes:
+        return
+    shapes = [s for name in tier.attention_sweeps for s in SWEEPS[name]]
+    wanted = [
+        f"{axis} in {', '.join(map(str, values))}"
+        for axis, values in (("seq", tier.seqs), ("head dim", tier.head_dims))
+        if values is not None
+    ]
+    raise pytest.UsageError(
+        f"--seqs/--head-dims: sweeps {', '.join(tier.attention_sweeps)} have no shape with "
+        f"{' and '.join(wanted)} (tier '{tier.name}' and the options given); their seqs: "
+        f"{', '.join(map(str, sorted({s.seq for s in shapes})))}; head dims: "
+        f"{', '.join(map(str, sorted({s.head_dim for s in shapes})))}"
     )
 
 
@@ -217,6 +258,9 @@ def _collected_benchmarks(items: list[pytest.Item]) -> bool:
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
     """Said after collection, and only when benchmarks were collected: where they run and how."""
     config.perf_collected = _collected_benchmarks(items)
+    config.perf_attention_collected = any(
+        "attention_provider" in getattr(i, "fixturenames", ()) for i in items
+    )
     if not config.perf_collected:
         return []
     device, tier = config.perf_device, config.perf_tier
@@ -226,6 +270,15 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         f"(presets {','.join(tier.presets)}; precisions {','.join(tier.precisions)}; "
         f"contexts {','.join(map(str, tier.contexts))}; warm-ups {','.join(map(str, tier.warmups))})"
     ]
+    if config.perf_attention_collected:
+        shapes = tier.attention_shapes
+        lines.append(
+            f"perf: attention: sweeps {','.join(tier.attention_sweeps)} ({len(shapes)} shape"
+            f"{'' if len(shapes) == 1 else 's'}; seqs "
+            f"{','.join(map(str, sorted({s.seq for s in shapes})))}; head dims "
+            f"{','.join(map(str, sorted({s.head_dim for s in shapes})))}); providers "
+            f"{','.join(tier.attention_providers)}; modes {','.join(tier.attention_modes)}"
+        )
     if not harness.NVTX_AVAILABLE:
         config.perf_notes.append("nvtx is not importable: no NVTX ranges for nsys (pip install nvtx)")
     lines += [f"perf: {note}" for note in _cpu_notes(config) + config.perf_notes]
@@ -241,6 +294,9 @@ def _cpu_notes(config: pytest.Config) -> list[str]:
     left_out = f"GPU presets not run: {', '.join(presets)}; " if presets else ""
     if precisions:
         left_out += f"not run: {', '.join(precisions)} (emulated by most CPUs; --precisions adds it); "
+    providers = [p for p in default.attention_providers if p not in tier.attention_providers]
+    if providers and getattr(config, "perf_attention_collected", False):
+        left_out += f"attention providers not run: {', '.join(providers)} (--attention-providers adds them); "
     return [
         "no CUDA GPU in use: benchmarks run on the CPU at small sizes; "
         + left_out
@@ -301,13 +357,21 @@ def _release_memory() -> None:
 # --------------------------------------------------------------------------- out of memory
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """An out-of-memory in a benchmark becomes a skip naming the configuration, and memory is freed."""
+    """An out-of-memory in a benchmark becomes a skip naming the configuration, and memory is freed.
+
+    Also when torch.compile wrapped it in an error of its own; notes added to the error
+    (harness.oom_note) go into the message.
+    """
     message = None
     try:
         return (yield)
-    except torch.OutOfMemoryError as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else "out of memory"
-        message = f"out of memory in {item.name}: {first_line[:200]}"
+    except Exception as err:
+        oom = harness.out_of_memory_in(err)
+        if oom is None:
+            raise
+        first_line = str(oom).strip().splitlines()[0] if str(oom).strip() else "out of memory"
+        notes = dict.fromkeys([*getattr(oom, "__notes__", ()), *getattr(err, "__notes__", ())])
+        message = f"out of memory in {item.name}: {first_line[:200]}" + "".join(f"; {n}" for n in notes)
     # Outside the except block: the exception, its traceback and the tensors its frames held are gone.
     _release_memory()
     pytest.skip(message)
@@ -345,6 +409,11 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
                     f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {x['baseline_median_ms']:>10.3f} "
                     f"{x['ratio_to_baseline']:>6.3f}"
                 )
+    attention = attention_report.attention_table(b.extra_info for b in results)
+    if attention:
+        tr.section(attention_report.TITLE, sep="-")
+        for line in attention:
+            tr.write_line(line)
     if notes:
         tr.section("perf notes", sep="-")
         for note in notes:

@@ -1,4 +1,4 @@
-"""Which shapes each tier of the end-to-end benchmarks runs: the one registry benchmarks draw from.
+"""Which shapes each tier runs, end-to-end and attention: the one place benchmarks draw their axes from.
 
 A tier is a set of values per axis; every benchmark takes the axes it names (see conftest.py's
 `pytest_generate_tests`). Command-line options replace a tier's values axis by axis.
@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from model.config import PRESETS
 from model.optim import OPTIMIZER_IMPLS
 from model.precision import PRECISIONS
+from perf.attention_shapes import ATTENTION_MODES, SWEEPS, AttentionShape, select_shapes
+from perf.attention_workloads import PROVIDERS
 
 # The project's model with each attention implementation, and the plain-PyTorch reference model
 # (torch.nn modules and F.scaled_dot_product_attention) that it is measured against.
@@ -27,6 +29,12 @@ class Tier:
     contexts: tuple[int, ...]
     warmups: tuple[int, ...]
     impls: tuple[str, ...]
+    attention_providers: tuple[str, ...]
+    attention_modes: tuple[str, ...]
+    attention_sweeps: tuple[str, ...]
+    # Filters on the sweeps' shapes; None keeps every sequence length (head dim) of the sweeps.
+    seqs: tuple[int, ...] | None = None
+    head_dims: tuple[int, ...] | None = None
     # torch's fused AdamW: one pass over parameters, gradients and states. The foreach version
     # took 104 ms of a 228 ms 2.7b bf16 step on an H100 (step minus forward+backward).
     optimizer: str = "torch_fused"
@@ -36,6 +44,10 @@ class Tier:
         """Implementations measured against the reference model: the naive attention is left out,
         it is the readable definition, not a contender."""
         return tuple(i for i in self.impls if i not in ("reference", "naive"))
+
+    @property
+    def attention_shapes(self) -> tuple[AttentionShape, ...]:
+        return select_shapes(self.attention_sweeps, self.seqs, self.head_dims)
 
     def with_overrides(self, **axes: tuple | str | None) -> Tier:
         return replace(self, **{k: v for k, v in axes.items() if v is not None})
@@ -50,6 +62,14 @@ TIERS: dict[str, Tier] = {
         contexts=(128,),
         warmups=(1,),
         impls=MODEL_IMPLS,
+        # 12 benchmarks, about a minute on two cores with a cold inductor cache, nearly all of it
+        # torch.compile: FlashAttentionPyTorch's unrolled key loop took 11 s (forward) and 18 s
+        # (forward+backward) to compile at seq 128, 40-63 s at seq 256.
+        attention_providers=("naive", "naive_compiled", "flash_pytorch_compiled", "sdpa_flash"),
+        attention_modes=ATTENTION_MODES,
+        attention_sweeps=("scaling",),
+        seqs=(128,),
+        head_dims=(32,),
     ),
     "default": Tier(
         name="default",
@@ -58,6 +78,12 @@ TIERS: dict[str, Tier] = {
         contexts=(512,),
         warmups=(2,),
         impls=MODEL_IMPLS,
+        # The contenders and eager naive attention as the reference point. The compiled providers
+        # compile once per shape and mode (48 graphs here, FlashAttentionPyTorch's up to minutes
+        # each): they are in the full tier, or chosen with --attention-providers.
+        attention_providers=("naive", "flash_triton", "sdpa_flash", "sdpa_cudnn"),
+        attention_modes=ATTENTION_MODES,
+        attention_sweeps=("fixed_tokens",),
     ),
     "full": Tier(
         name="full",
@@ -66,6 +92,9 @@ TIERS: dict[str, Tier] = {
         contexts=CONTEXTS,
         warmups=WARMUPS,
         impls=MODEL_IMPLS,
+        attention_providers=tuple(PROVIDERS),
+        attention_modes=ATTENTION_MODES,
+        attention_sweeps=tuple(SWEEPS),
     ),
 }
 
@@ -75,4 +104,7 @@ AXIS_CHOICES: dict[str, tuple] = {
     "precisions": PRECISIONS,
     "impls": MODEL_IMPLS,
     "optimizer": OPTIMIZER_IMPLS,
+    "attention-providers": tuple(PROVIDERS),
+    "attention-modes": ATTENTION_MODES,
+    "attention-sweeps": tuple(SWEEPS),
 }

@@ -194,6 +194,14 @@ def test_oom_becomes_a_skip_and_the_run_goes_on(synthetic_run):
     assert "test_after_oom_runs" in names
 
 
+def test_wrapped_oom_becomes_a_skip_with_its_note(synthetic_run):
+    proc, _ = synthetic_run
+    assert (
+        "out of memory in test_raises_wrapped_oom: CUDA out of memory. Tried to allocate 128.00 GiB; "
+        "one score matrix is 128.00 GiB" in proc.stdout
+    )
+
+
 def test_missing_baseline_is_explained(synthetic_run):
     proc, _ = synthetic_run
     assert "no stored baseline for cpu-" in proc.stdout and "--benchmark-save=NAME" in proc.stdout

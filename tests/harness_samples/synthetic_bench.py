@@ -4,7 +4,7 @@ import time
 
 import torch
 
-from perf.harness import Work, nvtx_range
+from perf.harness import Work, nvtx_range, oom_note
 
 
 def test_synthetic_matmul(bench):
@@ -19,6 +19,13 @@ def test_synthetic_matmul(bench):
 
 def test_raises_oom(bench):
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+
+def test_raises_wrapped_oom(bench):
+    # torch.compile reports an out-of-memory during compilation as its own error, raised from it.
+    with oom_note("one score matrix is 128.00 GiB"):
+        oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 128.00 GiB")
+        raise RuntimeError("backend='inductor' raised: OutOfMemoryError") from oom
 
 
 def test_after_oom_runs(bench):

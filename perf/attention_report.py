@@ -1,0 +1,47 @@
+"""The end-of-run attention table: per shape, precision and mode, every provider beside sdpa_flash."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from perf.attention_shapes import AttentionShape
+from perf.attention_workloads import PROVIDERS
+
+BASELINE_PROVIDER = "sdpa_flash"
+# What the attention benchmarks put in extra_info besides the harness's figures.
+ATTENTION_KEYS = ("provider", "mode", "batch", "heads", "seq", "head_dim", "causal", "dtype")
+TITLE = f"attention: median, TFLOP/s, speed relative to {BASELINE_PROVIDER} (above 1: faster)"
+
+
+def is_attention_result(info: Mapping[str, Any]) -> bool:
+    return all(key in info for key in ATTENTION_KEYS) and info.get("median_ms") is not None
+
+
+def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Lines of the table for the attention results among `infos` (benchmarks' extra_info); none if none."""
+    groups: dict[tuple, dict[str, Mapping[str, Any]]] = {}
+    for info in filter(is_attention_result, infos):
+        shape = AttentionShape(info["batch"], info["heads"], info["seq"], info["head_dim"], info["causal"])
+        groups.setdefault((info["mode"], str(shape), info["dtype"]), {})[info["provider"]] = info
+    if not groups:
+        return []
+    lines = [
+        f"{'provider':<24} {'ms':>10} {'TFLOP/s':>8} {'vs ' + BASELINE_PROVIDER:>14} {'first call s':>12}"
+    ]
+    order = {name: i for i, name in enumerate(PROVIDERS)}
+    for (mode, shape, dtype), by_provider in groups.items():
+        lines.append(f"{mode} {shape} {dtype}")
+        baseline = by_provider.get(BASELINE_PROVIDER)
+        for provider in sorted(by_provider, key=lambda p: order.get(p, len(order))):
+            info = by_provider[provider]
+            relative = baseline["median_ms"] / info["median_ms"] if baseline else None
+            lines.append(
+                f"  {provider:<22} {info['median_ms']:>10.3f} {_fmt(info.get('tflops'), '.3g'):>8} "
+                f"{_fmt(relative, '.2f', 'x'):>14} {_fmt(info.get('compile_s'), '.2f'):>12}"
+            )
+    return lines
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else format(value, spec) + suffix

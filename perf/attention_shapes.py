@@ -1,0 +1,94 @@
+"""Attention shapes and the named sweeps of them: the one registry attention benchmarks draw from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kernels.attention_inputs import attention_flops
+
+ATTENTION_MODES = ("forward", "backward", "forward_backward")
+
+# Matmul work of each mode in forwards: backward does five matmuls to the forward's two
+# (see kernels.attention_inputs.attention_flops), so it counts 2.5 forwards.
+MODE_FLOP_FACTORS = {"forward": 1.0, "backward": 2.5, "forward_backward": 3.5}
+
+# The fixed_tokens sweep keeps batch x seq and heads x head_dim constant, so every cell moves the
+# same amount of q, k, v and only the split between batch and sequence (and heads and head dim)
+# changes: what the attention kernel's tiling sees.
+FIXED_TOKENS = 16384
+FIXED_WIDTH = 2048
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """q, k and v of shape (batch, heads, seq, head_dim); self-attention, so seq_q == seq_k."""
+
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int
+    causal: bool
+
+    def __str__(self) -> str:  # the benchmark id
+        return f"b{self.batch}-h{self.heads}-s{self.seq}-d{self.head_dim}-{self.masking}"
+
+    @property
+    def masking(self) -> str:
+        return "causal" if self.causal else "full"
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq
+
+    def flops(self, mode: str) -> float:
+        """Useful matmul FLOPs of one call: a causal score matrix counts half, whatever a provider does."""
+        forward = attention_flops(self.batch, self.heads, self.seq, self.seq, self.head_dim, self.causal)
+        return forward * MODE_FLOP_FACTORS[mode]
+
+    def score_bytes(self, element_size: int) -> int:
+        """Bytes of one (batch, heads, seq, seq) score matrix, as naive attention materializes it."""
+        return self.batch * self.heads * self.seq * self.seq * element_size
+
+
+def _scaling() -> tuple[AttentionShape, ...]:
+    """One sequence of 16 heads, causal, from 128 to 64K tokens: where naive attention runs out of memory."""
+    return tuple(
+        AttentionShape(batch=1, heads=16, seq=2**p, head_dim=d, causal=True)
+        for d in (16, 32, 64, 128)
+        for p in range(7, 17)
+    )
+
+
+def _fixed_tokens() -> tuple[AttentionShape, ...]:
+    """The cells where the Triton kernel is held against SDPA's flash backend."""
+    return tuple(
+        AttentionShape(
+            batch=FIXED_TOKENS // seq,
+            heads=FIXED_WIDTH // head_dim,
+            seq=seq,
+            head_dim=head_dim,
+            causal=causal,
+        )
+        for head_dim in (64, 128)
+        for causal in (True, False)
+        for seq in (1024, 4096, 16384)
+    )
+
+
+SWEEPS: dict[str, tuple[AttentionShape, ...]] = {"scaling": _scaling(), "fixed_tokens": _fixed_tokens()}
+
+
+def select_shapes(
+    sweeps: Iterable[str], seqs: Iterable[int] | None = None, head_dims: Iterable[int] | None = None
+) -> tuple[AttentionShape, ...]:
+    """The sweeps' shapes, in order and once each, keeping only the given seqs and head dims (None: all)."""
+    seqs = None if seqs is None else set(seqs)
+    head_dims = None if head_dims is None else set(head_dims)
+    chosen = (
+        shape
+        for name in sweeps
+        for shape in SWEEPS[name]
+        if (seqs is None or shape.seq in seqs) and (head_dims is None or shape.head_dim in head_dims)
+    )
+    return tuple(dict.fromkeys(chosen))

@@ -1,0 +1,89 @@
+"""Attention alone: every provider on the tier's shapes, forward, backward and forward+backward.
+
+Parametrized by the tier (conftest.py): precision, mode, shape (perf/attention_shapes.py) and
+provider (perf/attention_workloads.py). The providers of one shape, precision and mode share a
+pytest-benchmark group; the end of the run sets them against sdpa_flash (perf/attention_report.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+
+from model.precision import parse_dtype
+from perf.attention_shapes import AttentionShape
+from perf.attention_workloads import (
+    MATERIALIZING_PROVIDERS,
+    ProviderUnavailable,
+    attention_workload,
+    open_provider,
+)
+from perf.harness import nvtx_range, oom_note, synchronized_timer
+
+# Untimed calls after the first one (which compiles, JIT-compiles or autotunes where a provider does).
+WARMUP_STEPS = 2
+
+
+def test_attention(
+    bench,
+    device: torch.device,
+    precision: str,
+    attention_mode: str,
+    attention_shape: AttentionShape,
+    attention_provider: str,
+):
+    shape, mode, provider = attention_shape, attention_mode, attention_provider
+    dtype = parse_dtype(precision)
+    bench.benchmark.group = f"attention {mode} {shape} {precision}"
+    materializing = provider in MATERIALIZING_PROVIDERS
+    note = oom_note(_score_matrix_note(provider, shape, dtype)) if materializing else contextlib.nullcontext()
+    with note, contextlib.ExitStack() as provider_state:
+        try:
+            opened = open_provider(provider, shape, dtype, device, needs_grad=mode != "forward")
+            attention = provider_state.enter_context(opened)
+        except ProviderUnavailable as err:
+            pytest.skip(f"{provider}: {err}")
+        workload = attention_workload(attention, mode, shape, precision, device)
+        # The first call compiles where a provider compiles; backward's first call includes the forward.
+        start = synchronized_timer()
+        with nvtx_range("first_call"):
+            workload.setup()
+            workload.step()
+        first_call_s = synchronized_timer() - start
+        bench.run(
+            workload.step,
+            work=workload.work,
+            warmup_steps=WARMUP_STEPS,
+            provider=provider,
+            mode=mode,
+            batch=shape.batch,
+            heads=shape.heads,
+            seq=shape.seq,
+            head_dim=shape.head_dim,
+            causal=shape.causal,
+            dtype=str(dtype).removeprefix("torch."),
+            compile_s=first_call_s,
+            **_kernel_configs(provider, mode),
+        )
+
+
+def _kernel_configs(provider: str, mode: str) -> dict[str, object]:
+    """The tile configurations the Triton kernels ran with, so that a change of them shows in results."""
+    if provider != "flash_triton":
+        return {}
+    from kernels.flash_attention_triton import chosen_configs
+
+    ran = ("forward",) if mode == "forward" else ("forward", "backward")
+    configs = chosen_configs()
+    return {"triton_configs": {kernel: configs[kernel] for kernel in ran}}
+
+
+def _score_matrix_note(provider: str, shape: AttentionShape, dtype: torch.dtype) -> str:
+    size = dtype.itemsize
+    return (
+        f"{provider} materializes the (batch, heads, seq, seq) score matrix: "
+        f"{shape.batch}*{shape.heads}*{shape.seq}*{shape.seq}*{size} = {shape.score_bytes(size)} bytes "
+        f"({shape.score_bytes(size) / 2**30:.2f} GiB) per copy"
+    )
