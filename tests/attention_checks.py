@@ -1,7 +1,6 @@
 """Checks shared by the tests of every FlashAttention implementation: the fp64 comparison with its
 tolerance rule, the logsumexp check, input makers and the table of bad inputs."""
 
-import contextlib
 import math
 
 import torch
@@ -10,6 +9,7 @@ from model.attention import naive_attention, reference_attention
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 FP32_EPS = torch.finfo(F32).eps
+TF32_UNIT = 2**-10  # TF32 tensor cores keep 10 mantissa bits of fp32 operands and drop the rest
 
 
 def out_and_grads(fn, q, k, v, grad_out, is_causal):
@@ -19,7 +19,7 @@ def out_and_grads(fn, q, k, v, grad_out, is_causal):
     return [out, *torch.autograd.grad(out, leaves, grad_out)]
 
 
-def assert_within_naive_error(name, got, exact, naive, dtype, head_dim):
+def assert_within_naive_error(name, got, exact, naive, dtype, head_dim, work_eps=FP32_EPS):
     """The tolerance rule: max |got - exact| <= 2 * max |naive - exact| + floor.
 
     `exact` is the fp64 result, `naive` the materialized einsum-softmax attention (its output or an
@@ -30,11 +30,12 @@ def assert_within_naive_error(name, got, exact, naive, dtype, head_dim):
       result is exact by cancellation. A query that sees a single key has dq = 0: naive's softmax
       backward gives g - g = 0 exactly, while dP - D subtracts two different fp32 dot products of
       length d (D = rowsum(dO * O)). With the unit-normal inputs used here that leaves about
-      sqrt(d) * eps32 (measured worst: 1.15e-6 at d = 32, 1.7 sqrt(d) eps32).
+      sqrt(d) * eps32 (measured worst: 1.15e-6 at d = 32, 1.7 sqrt(d) eps32). With TF32 dots the
+      same holds with TF32's unit 2^-10 in place of eps32 (`work_eps`).
     """
     error = (got.double() - exact).abs().max().item()
     naive_error = (naive.double() - exact).abs().max().item()
-    floor = torch.finfo(dtype).eps * exact.abs().max().item() + 8 * math.sqrt(head_dim) * FP32_EPS
+    floor = torch.finfo(dtype).eps * exact.abs().max().item() + 8 * math.sqrt(head_dim) * work_eps
     bound = 2 * naive_error + floor
     assert error <= bound, f"{name}: error {error:.3g} > {bound:.3g} (naive's error {naive_error:.3g})"
 
@@ -60,12 +61,11 @@ def assert_logsumexp_exact(lse, q, k, is_causal, tf32=False):
     torch.testing.assert_close(lse.double(), scores.logsumexp(dim=-1), rtol=16 * FP32_EPS, atol=atol)
 
 
-def check_against_fp64(
-    attention, q, k, v, is_causal, grad_out=None, naive_context=contextlib.nullcontext, tf32=False
-):
+def check_against_fp64(attention, q, k, v, is_causal, grad_out=None, naive_dtype=None, tf32=False):
     """Output, L and the three gradients of `attention` (an autograd.Function saving q, k, v, O, L)
-    against fp64, by the rule above. `naive_context` is entered around the naive run, e.g. to let it
-    use the same TF32 matmuls as the implementation; `tf32` says the implementation's dots are TF32."""
+    against fp64, by the rule above. `naive_dtype` runs the naive attention in another dtype than the
+    inputs', for an implementation whose fp32 dots lose precision. `tf32` says the implementation's
+    dots are TF32: the floor and the L check then use TF32's unit (see assert_logsumexp_exact)."""
     grad_out = torch.randn(q.shape).to(q) if grad_out is None else grad_out
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     out = attention.apply(*leaves, is_causal)
@@ -78,11 +78,14 @@ def check_against_fp64(
     exact = out_and_grads(
         reference_attention, q.double(), k.double(), v.double(), grad_out.double(), is_causal
     )
-    with naive_context():
+    if naive_dtype is None:
         naive = out_and_grads(naive_attention, q, k, v, grad_out, is_causal)
+    else:
+        lowered = (t.to(naive_dtype) for t in (q, k, v, grad_out))
+        naive = out_and_grads(naive_attention, *lowered, is_causal)
     for name, g, e, n, like in zip(("out", "dq", "dk", "dv"), got, exact, naive, (q, q, k, v), strict=True):
         assert g.shape == like.shape and g.dtype == like.dtype, name
-        assert_within_naive_error(name, g, e, n, q.dtype, q.shape[-1])
+        assert_within_naive_error(name, g, e, n, q.dtype, q.shape[-1], TF32_UNIT if tf32 else FP32_EPS)
 
 
 def random_qkv(batch_heads, seq_q, seq_k, head_dim, dtype, device="cpu"):
