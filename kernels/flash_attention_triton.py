@@ -45,7 +45,8 @@ import triton.language as tl
 
 from kernels.attention_inputs import as_heads, check_attention_inputs, check_output_grad
 
-LOG2E = 1.4426950408889634  # exp(x) == exp2(x * log2(e)): exp2 is a single instruction on the GPU
+# exp(x) == exp2(x * log2(e)): exp2 is a single instruction on the GPU. A constexpr, so kernels can read it.
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 # --------------------------------------------------------------------------- forward kernel
@@ -121,7 +122,7 @@ def _forward_kernel(
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     row_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634  # log2(e): the softmax runs on exp2
+    qk_scale = sm_scale * LOG2E  # the softmax runs on exp2
 
     # Tiles every row sees whole: below the diagonal (causal) and inside seq_k. No mask.
     full_tiles_end = (seq_k // BLOCK_N) * BLOCK_N
@@ -141,7 +142,7 @@ def _forward_kernel(
     )  # fmt: skip
 
     out = acc / row_sum[:, None]
-    lse = (row_max + tl.math.log2(row_sum)) / 1.4426950408889634  # natural-log logsumexp of the scores
+    lse = (row_max + tl.math.log2(row_sum)) / LOG2E  # natural-log logsumexp of the scores
     o_ptrs = Out + bh * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
     l_ptrs = L + bh * seq_q + offs_m
     if EVEN_M:
@@ -199,7 +200,7 @@ def _dkdv_tiles(
             lse = tl.load(l_ptrs + start_m, mask=in_range, other=0.0)
             delta = tl.load(delta_ptrs + start_m, mask=in_range, other=0.0)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M)
-        p_t = tl.math.exp2(s_t * qk_scale - lse[None, :] * 1.4426950408889634)
+        p_t = tl.math.exp2(s_t * qk_scale - lse[None, :] * LOG2E)
         if CAUSAL_MASK:
             p_t = tl.where(offs_n[:, None] <= rows[None, :], p_t, 0.0)
         dv += tl.dot(p_t.to(do.dtype), do, input_precision=DOT_PRECISION)
@@ -238,7 +239,7 @@ def _dkdv_program(
 
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
     lo = 0
     if IS_CAUSAL:
         # Queries before start_n see none of these keys; those in [start_n, start_n + BLOCK_N) cross
@@ -317,12 +318,12 @@ def _dq_program(
         do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
         lse = tl.load(L + bh * seq_q + offs_m, mask=in_range, other=0.0)
         delta = tl.load(Delta + bh * seq_q + offs_m, mask=in_range, other=0.0)
-    lse2 = lse * 1.4426950408889634
+    lse2 = lse * LOG2E
     k_ptrs = _tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn)
     v_ptrs = _tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn)
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
     if IS_CAUSAL:
         dq = _dq_tiles(
             dq, q, do, lse2, delta, k_ptrs, v_ptrs, stride_kn, stride_vn, offs_m, offs_n,
@@ -658,9 +659,10 @@ class FlashAttentionTriton(torch.autograd.Function):
     def backward(ctx, grad_out: torch.Tensor):
         q, k, v, out, lse = ctx.saved_tensors
         check_output_grad(grad_out, out.shape, out.dtype)
+        out4 = as_heads(out)  # (B, H, Tq, d)
         dq, dk, dv = attention_backward(
-            as_heads(q), as_heads(k), as_heads(v), as_heads(out), as_heads(lse.unsqueeze(-1)).squeeze(-1),
-            as_heads(grad_out), ctx.is_causal,
+            as_heads(q), as_heads(k), as_heads(v), out4, lse.view(out4.shape[:-1]), as_heads(grad_out),
+            ctx.is_causal,
         )  # fmt: skip
         return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape), None
 

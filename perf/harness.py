@@ -289,6 +289,16 @@ class Bench:
                 last = synchronized_timer() - start
         return last
 
+    def first_call(self, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> float:
+        """Seconds of `setup` and the first call of `fn`, from an idle device: what compiling,
+        autotuning or lazy initialization costs before any warm-up."""
+        start = synchronized_timer()
+        with nvtx_range("first_call"):
+            if setup is not None:
+                setup()
+            fn()
+        return synchronized_timer() - start
+
     @staticmethod
     def host_time(fn: Callable[[], Any]) -> float:
         """Seconds until one call returns, starting from an idle GPU: the host's share of a step.

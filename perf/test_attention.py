@@ -20,7 +20,7 @@ from perf.attention_workloads import (
     attention_workload,
     open_provider,
 )
-from perf.harness import nvtx_range, oom_note, synchronized_timer
+from perf.harness import oom_note
 
 # Untimed calls after the first one (which compiles, JIT-compiles or autotunes where a provider does).
 WARMUP_STEPS = 2
@@ -47,11 +47,7 @@ def test_attention(
             pytest.skip(f"{provider}: {err}")
         workload = attention_workload(attention, mode, shape, precision, device)
         # The first call compiles where a provider compiles; backward's first call includes the forward.
-        start = synchronized_timer()
-        with nvtx_range("first_call"):
-            workload.setup()
-            workload.step()
-        first_call_s = synchronized_timer() - start
+        first_call_s = bench.first_call(workload.step, setup=workload.setup)
         bench.run(
             workload.step,
             work=workload.work,
