@@ -16,7 +16,7 @@ import torch
 
 from perf import attention_report, harness
 from perf.attention_shapes import SWEEPS
-from perf.tiers import AXIS_CHOICES, TIERS, Tier
+from perf.tiers import AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
 
 ROOT = Path(__file__).resolve().parent
 BASELINES = ROOT / "baselines"
@@ -35,6 +35,16 @@ AXES = {
     "attention_mode": ("attention_modes", ""),
     "attention_shape": ("attention_shapes", ""),
     "attention_provider": ("attention_providers", ""),
+    # Measurement suites, each on axes of its own (perf/tiers.py says which values per tier).
+    "scaling_shape": ("scaling_shapes", ""),
+    "compile_preset": ("compile_presets", ""),
+    "compile_precision": ("compile_precisions", ""),
+    "step_precision": ("step_precisions", ""),
+    "matmul_size": ("matmul_sizes", "n"),
+    "memory_preset": ("memory_presets", ""),
+    "memory_context": ("memory_contexts", "ctx"),
+    "graph_preset": ("graph_presets", ""),
+    "transfer_size": ("transfer_sizes", ""),
 }
 
 
@@ -60,6 +70,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--attention-sweeps", help=f"comma-separated shape sweeps: {', '.join(SWEEPS)}")
     group.addoption("--seqs", help="comma-separated sequence lengths: keeps the sweeps' shapes with these")
     group.addoption("--head-dims", help="comma-separated head dims: keeps the sweeps' shapes with these")
+    group.addoption("--matmul-sizes", help="comma-separated n of the n x n matmuls, e.g. 4096,8192")
+    group.addoption(
+        "--transfer-sizes",
+        help="comma-separated bytes per host-to-device copy, with K, M or G (binary), e.g. 1M,1G",
+    )
+    group.addoption(
+        "--memory-snapshot",
+        metavar="DIR",
+        help="write a torch.cuda.memory snapshot (.pickle) and its HTML view per benchmark into DIR",
+    )
 
 
 def _split(option: str, raw: str) -> tuple[str, ...]:
@@ -91,6 +111,22 @@ def _parse_names(option: str, raw: str) -> tuple[str, ...]:
     return values
 
 
+_SIZE_SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def _parse_sizes(option: str, raw: str) -> tuple[int, ...]:
+    sizes = []
+    for v in _split(option, raw):
+        text = v.upper().removesuffix("IB").removesuffix("B")
+        digits, suffix = (text[:-1], text[-1]) if text[-1:] in "KMG" else (text, "")
+        if not digits.isdigit() or int(digits) == 0:
+            raise pytest.UsageError(
+                f"--{option}: {v!r} is not a positive byte count; give an integer, optionally with K, M or G"
+            )
+        sizes.append(int(digits) * _SIZE_SUFFIXES[suffix])
+    return tuple(sizes)
+
+
 def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
     name = config.getoption("tier")
     if name == "auto":
@@ -103,11 +139,14 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
         raise pytest.UsageError(
             f"--optimizer: unknown value {optimizer!r}; accepted: {', '.join(AXIS_CHOICES['optimizer'])}"
         )
+    presets = opt("presets") and _parse_names("presets", opt("presets"))
+    precisions = opt("precisions") and _parse_names("precisions", opt("precisions"))
+    contexts = opt("contexts") and _parse_ints("contexts", opt("contexts"), minimum=1)
     tier = TIERS[name].with_overrides(
-        presets=opt("presets") and _parse_names("presets", opt("presets")),
-        precisions=opt("precisions") and _parse_names("precisions", opt("precisions")),
+        presets=presets,
+        precisions=precisions,
         impls=opt("impls") and _parse_names("impls", opt("impls")),
-        contexts=opt("contexts") and _parse_ints("contexts", opt("contexts"), minimum=1),
+        contexts=contexts,
         warmups=opt("warmups") and _parse_ints("warmups", opt("warmups"), minimum=0),
         optimizer=optimizer,
         attention_providers=opt("attention_providers")
@@ -117,7 +156,19 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
         and _parse_names("attention-sweeps", opt("attention_sweeps")),
         seqs=opt("seqs") and _parse_ints("seqs", opt("seqs"), minimum=1),
         head_dims=opt("head_dims") and _parse_ints("head-dims", opt("head_dims"), minimum=1),
+        # The measurement suites follow --presets, --precisions and --contexts too.
+        compile_presets=presets,
+        compile_precisions=precisions,
+        step_precisions=precisions,
+        memory_presets=presets,
+        memory_contexts=contexts,
+        graph_presets=presets,
+        matmul_sizes=opt("matmul_sizes") and _parse_ints("matmul-sizes", opt("matmul_sizes"), minimum=1),
+        transfer_sizes=opt("transfer_sizes") and _parse_sizes("transfer-sizes", opt("transfer_sizes")),
     )
+    if tier.memory_presets is None:
+        total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0
+        tier = tier.with_overrides(memory_presets=(largest_fitting_preset(total),))
     _check_attention_shapes(tier)
     return tier
 

@@ -76,7 +76,21 @@ def _fixed_tokens() -> tuple[AttentionShape, ...]:
     )
 
 
-SWEEPS: dict[str, tuple[AttentionShape, ...]] = {"scaling": _scaling(), "fixed_tokens": _fixed_tokens()}
+def _naive_scaling() -> tuple[AttentionShape, ...]:
+    """Batch 8 of one head, causal: where the model's naive attention (and its score matrix) grows
+    from megabytes to tens of gigabytes, eager against compiled."""
+    return tuple(
+        AttentionShape(batch=8, heads=1, seq=seq, head_dim=d, causal=True)
+        for d in (16, 32, 64, 128)
+        for seq in (256, 1024, 4096, 8192, 16384)
+    )
+
+
+SWEEPS: dict[str, tuple[AttentionShape, ...]] = {
+    "scaling": _scaling(),
+    "fixed_tokens": _fixed_tokens(),
+    "naive_scaling": _naive_scaling(),
+}
 
 
 def select_shapes(

@@ -9,10 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from perf.tiers import TRAINING_BYTES_PER_PARAMETER
 from perf.workloads import lm_workload
-
-# fp32 weights, gradients and two AdamW states: bytes per parameter a training step keeps.
-TRAINING_BYTES_PER_PARAMETER = 16
 
 
 def _run(bench, tier, device, mode, impl, preset, precision, context, warmup):

@@ -38,6 +38,24 @@ class Tier:
     # torch's fused AdamW: one pass over parameters, gradients and states. The foreach version
     # took 104 ms of a 228 ms 2.7b bf16 step on an H100 (step minus forward+backward).
     optimizer: str = "torch_fused"
+    # The naive attention's scaling sweep (perf/test_attention_scaling.py), eager and compiled;
+    # --seqs and --head-dims filter it as they filter the attention sweeps.
+    scaling_seqs: tuple[int, ...] | None = None
+    # torch.compile gains (perf/test_compile.py): presets and precisions compiled, whole model.
+    compile_presets: tuple[str, ...] = ()
+    compile_precisions: tuple[str, ...] = ()
+    # Mixed precision (perf/test_mixed_precision.py): the training step in each precision, per preset.
+    step_precisions: tuple[str, ...] = PRECISIONS
+    # Square matmul sizes n of n x n @ n x n (perf/test_matmul.py).
+    matmul_sizes: tuple[int, ...] = ()
+    # Peak memory (perf/test_memory.py): presets (None: the largest one whose training state fits
+    # the device) and context lengths.
+    memory_presets: tuple[str, ...] | None = None
+    memory_contexts: tuple[int, ...] = ()
+    # CUDA graph replay against eager launches (perf/test_cuda_graphs.py).
+    graph_presets: tuple[str, ...] = ()
+    # Host-to-device copies (perf/test_transfer.py): bytes per copy.
+    transfer_sizes: tuple[int, ...] = ()
 
     @property
     def compared_impls(self) -> tuple[str, ...]:
@@ -48,6 +66,11 @@ class Tier:
     @property
     def attention_shapes(self) -> tuple[AttentionShape, ...]:
         return select_shapes(self.attention_sweeps, self.seqs, self.head_dims)
+
+    @property
+    def scaling_shapes(self) -> tuple[AttentionShape, ...]:
+        shapes = select_shapes(("naive_scaling",), self.scaling_seqs, self.head_dims)
+        return shapes if self.seqs is None else tuple(s for s in shapes if s.seq in self.seqs)
 
     def with_overrides(self, **axes: tuple | str | None) -> Tier:
         return replace(self, **{k: v for k, v in axes.items() if v is not None})
@@ -70,6 +93,16 @@ TIERS: dict[str, Tier] = {
         attention_sweeps=("scaling",),
         seqs=(128,),
         head_dims=(32,),
+        scaling_seqs=(256, 1024),
+        compile_presets=("tiny",),
+        compile_precisions=("fp32",),
+        # bf16 and fp16 autocast run on the CPU, emulated: slow, but the step is tiny.
+        step_precisions=PRECISIONS,
+        matmul_sizes=(512,),
+        memory_presets=("tiny",),
+        memory_contexts=(64, 128),
+        graph_presets=("tiny",),
+        transfer_sizes=(2**20,),
     ),
     "default": Tier(
         name="default",
@@ -84,6 +117,15 @@ TIERS: dict[str, Tier] = {
         attention_providers=("naive", "flash_triton", "sdpa_flash", "sdpa_cudnn"),
         attention_modes=ATTENTION_MODES,
         attention_sweeps=("fixed_tokens",),
+        # Compiling a 2.7b training step takes about a minute: the default tier compiles the
+        # smallest and the largest preset, in bf16, where compiling gains the most.
+        compile_presets=("small", "2.7b"),
+        compile_precisions=("bf16",),
+        step_precisions=PRECISIONS,
+        matmul_sizes=(8192,),
+        memory_contexts=(128, 256, 512),
+        graph_presets=("small",),
+        transfer_sizes=(2**20, 2**26, 2**30),
     ),
     "full": Tier(
         name="full",
@@ -94,9 +136,34 @@ TIERS: dict[str, Tier] = {
         impls=MODEL_IMPLS,
         attention_providers=tuple(PROVIDERS),
         attention_modes=ATTENTION_MODES,
-        attention_sweeps=tuple(SWEEPS),
+        attention_sweeps=("scaling", "fixed_tokens"),
+        compile_presets=("small", "medium", "large", "xl", "2.7b"),
+        compile_precisions=("fp32", "bf16"),
+        step_precisions=PRECISIONS,
+        matmul_sizes=(1024, 2048, 4096, 8192, 16384),
+        memory_contexts=(128, 256, 512, 1024),
+        graph_presets=("small", "medium"),
+        transfer_sizes=(2**16, 2**20, 2**24, 2**26, 2**28, 2**30),
     ),
 }
+
+# fp32 weights, gradients and two AdamW states: bytes per parameter a training step keeps.
+TRAINING_BYTES_PER_PARAMETER = 16
+# Share of device memory the training state may take, leaving the rest to activations at context 512.
+TRAINING_STATE_SHARE = 0.6
+
+
+def largest_fitting_preset(device_bytes: int) -> str:
+    """The largest preset whose training state (weights, gradients, AdamW) fits the device."""
+    fitting = [
+        name
+        for name, config in PRESETS.items()
+        if TRAINING_BYTES_PER_PARAMETER * config.num_parameters() <= TRAINING_STATE_SHARE * device_bytes
+    ]
+    if not fitting:
+        return min(PRESETS, key=lambda name: PRESETS[name].num_parameters())
+    return max(fitting, key=lambda name: PRESETS[name].num_parameters())
+
 
 # Accepted names per named axis, for validating command-line options (counts are checked as integers).
 AXIS_CHOICES: dict[str, tuple] = {

@@ -52,7 +52,10 @@ def test_select_shapes_filters_in_order_and_once():
     assert [str(s) for s in both] == ["b1-h16-s128-d32-causal", "b1-h16-s256-d32-causal"]
     assert select_shapes(["fixed_tokens"], seqs=[128]) == ()
     # b1-h16-s16384-d128-causal is in both sweeps: the full tier runs it once.
-    assert len(select_shapes(SWEEPS)) == 40 + 12 - 1
+    assert len(select_shapes(["scaling", "fixed_tokens"])) == 40 + 12 - 1
+    # The naive attention's sweep: batch 8 of one head, 4 head dims x 5 lengths.
+    naive = SWEEPS["naive_scaling"]
+    assert len(naive) == 20 and {(s.batch, s.heads, s.causal) for s in naive} == {(8, 1, True)}
 
 
 @pytest.mark.parametrize(("mode", "factor"), [("forward", 1.0), ("backward", 2.5), ("forward_backward", 3.5)])
