@@ -15,7 +15,7 @@ from torch import nn
 from model.config import FLOP_MODES, ModelConfig, get_preset
 from model.loss import cross_entropy
 from model.optim import build_optimizer
-from model.precision import autocast, check_precision
+from model.precision import autocast, check_precision, grad_scaler
 from model.reference import ReferenceLM
 from model.transformer import TransformerLM
 from perf.harness import Work, nvtx_range
@@ -52,13 +52,28 @@ class LMWorkload:
 
 
 def lm_workload(
-    mode: str, impl: str, preset: str, precision: str, context: int, device: torch.device, optimizer: str
+    mode: str,
+    impl: str,
+    preset: str,
+    precision: str,
+    context: int,
+    device: torch.device,
+    optimizer: str,
+    compile_model: Callable[[nn.Module], nn.Module] | None = None,
 ) -> LMWorkload:
+    """The model, batch and step of `mode`; `compile_model` (e.g. torch.compile) wraps the model.
+
+    fp16 training steps scale the loss with a GradScaler, as fp16 gradients underflow without it;
+    for fp32 and bf16 the scaler is disabled and passes every call through.
+    """
     if mode not in FLOP_MODES:
         raise ValueError(f"unknown mode {mode!r}; accepted: {', '.join(FLOP_MODES)}")
     check_precision(precision)
     config = lm_config(preset, context)
     model = build_model(impl, config, device)
+    parameters = list(model.parameters())  # before wrapping: the optimizer steps the plain module's
+    if compile_model is not None:
+        model = compile_model(model)
     inputs, targets = random_batch(config, device)
 
     def forward() -> torch.Tensor:
@@ -82,13 +97,15 @@ def lm_workload(
             backward(forward())
 
     else:
-        opt = build_optimizer(model.parameters(), impl=optimizer, lr=1e-4)
+        opt = build_optimizer(parameters, impl=optimizer, lr=1e-4)
+        scaler = grad_scaler(precision, device.type)
 
         def step() -> None:
             opt.zero_grad(set_to_none=True)
-            backward(forward())
+            backward(scaler.scale(forward()))
             with nvtx_range("optimizer_step"):
-                opt.step()
+                scaler.step(opt)  # unscales first, and skips the step if a gradient is inf or nan
+                scaler.update()
 
     tokens = config.batch_size * config.context_length
     flops = config.flops_per_token(context, mode) * tokens
