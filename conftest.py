@@ -9,14 +9,16 @@ from __future__ import annotations
 import gc
 import itertools
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from perf import attention_report, harness
+from perf import attention_report, compile_report, harness, memory_report, precision_report
 from perf.attention_shapes import SWEEPS
 from perf.tiers import AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
+from perf.transfer_workloads import byte_size_label
 
 ROOT = Path(__file__).resolve().parent
 BASELINES = ROOT / "baselines"
@@ -36,6 +38,7 @@ AXES = {
     "attention_shape": ("attention_shapes", ""),
     "attention_provider": ("attention_providers", ""),
     # Measurement suites, each on axes of its own (perf/tiers.py says which values per tier).
+    "scaling_precision": ("scaling_precisions", ""),
     "scaling_shape": ("scaling_shapes", ""),
     "compile_preset": ("compile_presets", ""),
     "compile_precision": ("compile_precisions", ""),
@@ -142,6 +145,8 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
     presets = opt("presets") and _parse_names("presets", opt("presets"))
     precisions = opt("precisions") and _parse_names("precisions", opt("precisions"))
     contexts = opt("contexts") and _parse_ints("contexts", opt("contexts"), minimum=1)
+    seqs = opt("seqs") and _parse_ints("seqs", opt("seqs"), minimum=1)
+    head_dims = opt("head_dims") and _parse_ints("head-dims", opt("head_dims"), minimum=1)
     tier = TIERS[name].with_overrides(
         presets=presets,
         precisions=precisions,
@@ -154,10 +159,13 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
         attention_modes=opt("attention_modes") and _parse_names("attention-modes", opt("attention_modes")),
         attention_sweeps=opt("attention_sweeps")
         and _parse_names("attention-sweeps", opt("attention_sweeps")),
-        seqs=opt("seqs") and _parse_ints("seqs", opt("seqs"), minimum=1),
-        head_dims=opt("head_dims") and _parse_ints("head-dims", opt("head_dims"), minimum=1),
+        seqs=seqs,
+        head_dims=head_dims,
+        scaling_seqs=seqs,
+        scaling_head_dims=head_dims,
         # The measurement suites follow --presets, --precisions and --contexts too.
         compile_presets=presets,
+        scaling_precisions=precisions,
         compile_precisions=precisions,
         step_precisions=precisions,
         memory_presets=presets,
@@ -175,16 +183,16 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
 
 def _check_attention_shapes(tier: Tier) -> None:
     """--seqs and --head-dims filter the sweeps' shapes; a filter that keeps none is a usage error."""
-    if tier.attention_shapes:
+    if tier.attention_shapes or tier.scaling_shapes:
         return
-    shapes = [s for name in tier.attention_sweeps for s in SWEEPS[name]]
+    shapes = [s for name in (*tier.attention_sweeps, "naive_scaling") for s in SWEEPS[name]]
     wanted = [
         f"{axis} in {', '.join(map(str, values))}"
         for axis, values in (("seq", tier.seqs), ("head dim", tier.head_dims))
         if values is not None
     ]
     raise pytest.UsageError(
-        f"--seqs/--head-dims: sweeps {', '.join(tier.attention_sweeps)} have no shape with "
+        f"--seqs/--head-dims: sweeps {', '.join(tier.attention_sweeps)}, naive_scaling have no shape with "
         f"{' and '.join(wanted)} (tier '{tier.name}' and the options given); their seqs: "
         f"{', '.join(map(str, sorted({s.seq for s in shapes})))}; head dims: "
         f"{', '.join(map(str, sorted({s.head_dim for s in shapes})))}"
@@ -200,7 +208,32 @@ def pytest_configure(config: pytest.Config) -> None:
     config.perf_device = device
     config.perf_tier = _select_tier(config, device)
     config.perf_notes = []
+    config.perf_out_of_memory = []
+    config.perf_snapshot_dir = _snapshot_dir(config, device)
     _route_results_to_baselines(config, device)
+
+
+def _snapshot_dir(config: pytest.Config, device: torch.device) -> Path | None:
+    """--memory-snapshot's folder, created and checked for writing before anything runs."""
+    raw = config.getoption("memory_snapshot")
+    if raw is None:
+        return None
+    folder = Path(raw).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise pytest.UsageError(
+            f"--memory-snapshot: cannot write into {raw!r} ({err.strerror or err}); give a writable folder"
+        ) from None
+    if device.type != "cuda":
+        config.perf_notes.append(
+            "--memory-snapshot: snapshots come from the CUDA caching allocator; none are written on the CPU"
+        )
+        return None
+    config.perf_notes.append(f"memory snapshots (.pickle and .html per benchmark) go to {folder}")
+    return folder
 
 
 def _route_results_to_baselines(config: pytest.Config, device: torch.device) -> None:
@@ -365,8 +398,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     tier: Tier = metafunc.config.perf_tier
     values = [getattr(tier, AXES[name][0]) for name in axes]
     cases = list(itertools.product(*values))
-    ids = ["-".join(f"{AXES[n][1]}{v}" for n, v in zip(axes, case, strict=True)) for case in cases]
+    ids = ["-".join(_case_id(n, v) for n, v in zip(axes, case, strict=True)) for case in cases]
     metafunc.parametrize(axes, cases, ids=ids)
+
+
+def _case_id(axis: str, value: object) -> str:
+    """Byte counts read as 1MiB or 1GiB, not 1048576; other axes as their prefix and value."""
+    if axis == "transfer_size":
+        return byte_size_label(value)
+    return f"{AXES[axis][1]}{value}"
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -393,8 +433,8 @@ def timing_policy(pytestconfig: pytest.Config, device: torch.device) -> harness.
 
 
 @pytest.fixture
-def bench(benchmark, device: torch.device, timing_policy: harness.TimingPolicy):
-    yield harness.Bench(benchmark, device, timing_policy)
+def bench(benchmark, pytestconfig: pytest.Config, device: torch.device, timing_policy: harness.TimingPolicy):
+    yield harness.Bench(benchmark, device, timing_policy, snapshot_dir=pytestconfig.perf_snapshot_dir)
     # The next benchmark starts with the memory this one used given back.
     _release_memory()
 
@@ -425,10 +465,21 @@ def pytest_runtest_call(item: pytest.Item):
         message = f"out of memory in {item.name}: {first_line[:200]}" + "".join(f"; {n}" for n in notes)
     # Outside the except block: the exception, its traceback and the tensors its frames held are gone.
     _release_memory()
+    item.config.perf_out_of_memory.append(message)
     pytest.skip(message)
 
 
 # --------------------------------------------------------------------------- terminal summary
+# (title, lines from the results' extra_info): one table per suite, printed when it has results.
+SUMMARY_TABLES = [
+    (attention_report.TITLE, attention_report.attention_table),
+    (attention_report.SCALING_TITLE, attention_report.scaling_table),
+    (compile_report.TITLE, compile_report.table),
+    *precision_report.TABLES,
+    *memory_report.TABLES,
+]
+
+
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     session = getattr(config, "_benchmarksession", None)
     results = [b for b in (session.benchmarks if session else []) if b and b.extra_info.get("median_ms")]
@@ -460,11 +511,17 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
                     f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {x['baseline_median_ms']:>10.3f} "
                     f"{x['ratio_to_baseline']:>6.3f}"
                 )
-    attention = attention_report.attention_table(b.extra_info for b in results)
-    if attention:
-        tr.section(attention_report.TITLE, sep="-")
-        for line in attention:
-            tr.write_line(line)
+    infos = [b.extra_info for b in results]
+    for title, table in SUMMARY_TABLES:
+        lines = table(infos)
+        if lines:
+            tr.section(title, sep="-")
+            for line in lines:
+                tr.write_line(line)
+    if config.perf_out_of_memory:
+        tr.section("out of memory: recorded as skips, the sweeps went on", sep="-")
+        for message in config.perf_out_of_memory:
+            tr.write_line(message)
     if notes:
         tr.section("perf notes", sep="-")
         for note in notes:

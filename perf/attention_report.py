@@ -45,3 +45,27 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
     return "-" if value is None else format(value, spec) + suffix
+
+
+SCALING_TITLE = "naive attention scaling: forward and backward apart, memory kept for backward"
+
+
+def scaling_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Lines for perf/test_attention_scaling.py's results (eager and compiled per shape); none if none."""
+    rows = [i for i in infos if i.get("suite") == "attention_scaling" and i.get("median_ms") is not None]
+    if not rows:
+        return []
+    lines = [
+        f"{'shape':<26} {'dtype':<8} {'provider':<15} {'fwd ms':>9} {'bwd ms':>9} {'fwd+bwd ms':>11} "
+        f"{'GiB before bwd':>14} {'first call s':>12}"
+    ]
+    for info in rows:
+        shape = AttentionShape(info["batch"], info["heads"], info["seq"], info["head_dim"], info["causal"])
+        held = info.get("memory_before_backward_bytes")
+        lines.append(
+            f"{shape!s:<26} {info['dtype']:<8} {info['provider']:<15} "
+            f"{_fmt(info.get('forward_ms'), '.3f'):>9} {_fmt(info.get('backward_ms'), '.3f'):>9} "
+            f"{info['median_ms']:>11.3f} {_fmt(held / 2**30 if held else None, '.2f'):>14} "
+            f"{_fmt(info.get('compile_s'), '.2f'):>12}"
+        )
+    return lines

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +20,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from model.attention import naive_attention
 from model.precision import parse_dtype
 from perf.attention_shapes import ATTENTION_MODES, AttentionShape
+from perf.compiling import compiled
 from perf.harness import Work, nvtx_range
 
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -42,33 +43,9 @@ def _naive(shape: AttentionShape, dtype: torch.dtype, device: torch.device, need
 
 
 @contextlib.contextmanager
-def _compiled(fn: Attention) -> Iterator[Attention]:
-    """torch.compile(fn), compiled afresh, never silently eager.
-
-    Dynamo keeps compiled code per function across benchmarks and, after recompile_limit (8)
-    recompiles of one function, runs it eagerly without an error; a shape sweep reaches that limit.
-    A reset before each benchmark and fail_on_recompile_limit_hit make sure that what is timed
-    is compiled; fullgraph=True makes a graph break an error rather than a half-eager function.
-    """
-    config = torch._dynamo.config
-    # torch 2.7 renamed the switch and kept the old name; 2.6 has only the old one.
-    fail = (
-        "fail_on_recompile_limit_hit"
-        if hasattr(config, "fail_on_recompile_limit_hit")
-        else "fail_on_cache_limit_hit"
-    )
-    torch._dynamo.reset()
-    try:
-        with config.patch(**{fail: True}):
-            yield torch.compile(fn, fullgraph=True)
-    finally:
-        torch._dynamo.reset()  # the compiled graphs go with this benchmark
-
-
-@contextlib.contextmanager
 def _naive_compiled(shape: AttentionShape, dtype: torch.dtype, device: torch.device, needs_grad: bool):
-    with _naive(shape, dtype, device, needs_grad) as naive, _compiled(naive) as compiled:
-        yield compiled
+    with _naive(shape, dtype, device, needs_grad) as naive, compiled(naive) as fast:
+        yield fast
 
 
 def _import_kernel(module: str, name: str):
@@ -91,8 +68,8 @@ def _flash_pytorch_compiled(
     def flash_pytorch(q, k, v):
         return flash.apply(q, k, v, shape.causal)
 
-    with _compiled(flash_pytorch) as compiled:
-        yield compiled
+    with compiled(flash_pytorch) as fast:
+        yield fast
 
 
 @contextlib.contextmanager
@@ -187,11 +164,16 @@ def open_provider(
 # --------------------------------------------------------------------------- steps
 @dataclass
 class AttentionWorkload:
-    """The inputs' step: `setup` once, untimed, then `step` as often as the benchmark likes."""
+    """The inputs' step: `setup` once, untimed, then `step` as often as the benchmark likes.
+
+    `forward() -> out` and `backward(out)` are the step's two phases, for timing them apart.
+    """
 
     setup: Callable[[], None]
     step: Callable[[], None]
     work: Work
+    forward: Callable[[], torch.Tensor]
+    backward: Callable[[torch.Tensor], None]
 
 
 def attention_workload(
@@ -248,4 +230,6 @@ def attention_workload(
             backward(forward(), retain_graph=False)
 
     work = Work(flops=shape.flops(mode), tokens=shape.tokens, precision=precision)
-    return AttentionWorkload(setup, step, work)
+    return AttentionWorkload(
+        setup, step, work, forward=forward, backward=lambda out: backward(out, retain_graph=False)
+    )

@@ -10,14 +10,16 @@ import contextlib
 import functools
 import math
 import os
+import pickle
 import platform
 import re
 import shutil
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -271,13 +273,56 @@ def derived_figures(seconds: float, work: Work, gpu: str | None, tf32: bool = Fa
     return figures
 
 
+# --------------------------------------------------------------------------- memory snapshots
+# Allocation events kept while one call is recorded; a 2.7b training step makes about 20,000.
+SNAPSHOT_MAX_ENTRIES = 200_000
+
+
+def write_memory_snapshot(fn: Callable[[], Any], folder: Path, name: str) -> Path:
+    """Record the CUDA allocator's history over one call of `fn`; write `<name>.pickle` and `<name>.html`.
+
+    The pickle opens in https://pytorch.org/memory_viz; the HTML is the same timeline from torch's
+    own visualizer, readable offline. Tensors allocated before the call appear without stacks.
+    Returns the path of the pickle.
+    """
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "benchmark"
+    synchronize()
+    torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES)
+    try:
+        with nvtx_range("memory_snapshot"):
+            fn()
+        synchronize()
+        snapshot = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    pickle_path = folder / f"{stem}.pickle"
+    pickle_path.write_bytes(pickle.dumps(snapshot))
+    (folder / f"{stem}.html").write_text(torch.cuda._memory_viz.trace_plot(snapshot))
+    return pickle_path
+
+
+def _mark(cuda: bool) -> Any:
+    if not cuda:
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def _elapsed_ms(start: Any, end: Any, cuda: bool) -> float:
+    return start.elapsed_time(end) if cuda else (end - start) * 1e3
+
+
 class Bench:
     """The `bench` fixture: warm-up, round planning, the timed region and the figures it reports."""
 
-    def __init__(self, benchmark: Any, device: torch.device, policy: TimingPolicy):
+    def __init__(
+        self, benchmark: Any, device: torch.device, policy: TimingPolicy, snapshot_dir: Path | None = None
+    ):
         self.benchmark = benchmark
         self.device = device
         self.policy = policy
+        self.snapshot_dir = snapshot_dir  # where memory snapshots go; None: none are taken
 
     def warm_up(self, fn: Callable[[], Any], steps: int) -> float | None:
         """Run `steps` untimed calls; return the duration of the last one (None if steps == 0)."""
@@ -311,6 +356,33 @@ class Bench:
         host = time.perf_counter() - start
         synchronize()
         return host
+
+    def time_phases(
+        self, phases: Sequence[tuple[str, Callable[[Any], Any]]], repeats: int
+    ) -> dict[str, float]:
+        """Median milliseconds of each phase of a step, the phases run `repeats` times in order.
+
+        Each phase gets the previous one's return value (the first gets None), as a backward gets
+        the forward's output. On a GPU, CUDA events between the phases time them without a host
+        synchronization inside the step; on the CPU, the host clock does.
+        """
+        if repeats < 1:
+            raise ValueError(f"repeats must be >= 1; got {repeats}")
+        cuda = self.device.type == "cuda"
+        marks: list[list[Any]] = []
+        synchronize()
+        for _ in range(repeats):
+            value = None
+            row = [_mark(cuda)]
+            for _name, phase in phases:
+                value = phase(value)
+                row.append(_mark(cuda))
+            marks.append(row)
+        synchronize()
+        medians = {}
+        for i, (name, _phase) in enumerate(phases):
+            medians[name] = statistics.median(_elapsed_ms(row[i], row[i + 1], cuda) for row in marks)
+        return medians
 
     def run(
         self, fn: Callable[[], Any], *, work: Work, warmup_steps: int = 2, **extra: Any
@@ -379,6 +451,8 @@ class Bench:
         stats = getattr(self.benchmark, "stats", None)
         if stats is not None and self.device.type == "cuda":
             info["host_ms"] = self.host_time(fn) * 1e3
+        if self.snapshot_dir is not None and self.device.type == "cuda":
+            info["memory_snapshot"] = str(write_memory_snapshot(fn, self.snapshot_dir, self.benchmark.name))
         if stats is not None:  # None when benchmarks are disabled: the call ran once, untimed
             tf32 = self.device.type == "cuda" and tf32_enabled()
             info.update(derived_figures(stats.stats.median, work, gpu_name(self.device), tf32))

@@ -38,7 +38,7 @@ def test_attention(
     dtype = parse_dtype(precision)
     bench.benchmark.group = f"attention {mode} {shape} {precision}"
     materializing = provider in MATERIALIZING_PROVIDERS
-    note = oom_note(_score_matrix_note(provider, shape, dtype)) if materializing else contextlib.nullcontext()
+    note = oom_note(score_matrix_note(provider, shape, dtype)) if materializing else contextlib.nullcontext()
     with note, contextlib.ExitStack() as provider_state:
         try:
             opened = open_provider(provider, shape, dtype, device, needs_grad=mode != "forward")
@@ -76,7 +76,8 @@ def _kernel_configs(provider: str, mode: str) -> dict[str, object]:
     return {"triton_configs": {kernel: configs[kernel] for kernel in ran}}
 
 
-def _score_matrix_note(provider: str, shape: AttentionShape, dtype: torch.dtype) -> str:
+def score_matrix_note(provider: str, shape: AttentionShape, dtype: torch.dtype) -> str:
+    """What one score matrix of the shape takes: the out-of-memory reason of materializing providers."""
     size = dtype.itemsize
     return (
         f"{provider} materializes the (batch, heads, seq, seq) score matrix: "

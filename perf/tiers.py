@@ -38,9 +38,11 @@ class Tier:
     # torch's fused AdamW: one pass over parameters, gradients and states. The foreach version
     # took 104 ms of a 228 ms 2.7b bf16 step on an H100 (step minus forward+backward).
     optimizer: str = "torch_fused"
-    # The naive attention's scaling sweep (perf/test_attention_scaling.py), eager and compiled;
-    # --seqs and --head-dims filter it as they filter the attention sweeps.
+    # The naive attention's scaling sweep (perf/test_attention_scaling.py), eager and compiled,
+    # filtered like the attention sweeps (--seqs and --head-dims set both filters).
     scaling_seqs: tuple[int, ...] | None = None
+    scaling_head_dims: tuple[int, ...] | None = None
+    scaling_precisions: tuple[str, ...] = ("fp32",)
     # torch.compile gains (perf/test_compile.py): presets and precisions compiled, whole model.
     compile_presets: tuple[str, ...] = ()
     compile_precisions: tuple[str, ...] = ()
@@ -69,8 +71,7 @@ class Tier:
 
     @property
     def scaling_shapes(self) -> tuple[AttentionShape, ...]:
-        shapes = select_shapes(("naive_scaling",), self.scaling_seqs, self.head_dims)
-        return shapes if self.seqs is None else tuple(s for s in shapes if s.seq in self.seqs)
+        return select_shapes(("naive_scaling",), self.scaling_seqs, self.scaling_head_dims)
 
     def with_overrides(self, **axes: tuple | str | None) -> Tier:
         return replace(self, **{k: v for k, v in axes.items() if v is not None})
@@ -94,6 +95,7 @@ TIERS: dict[str, Tier] = {
         seqs=(128,),
         head_dims=(32,),
         scaling_seqs=(256, 1024),
+        scaling_head_dims=(16, 64),
         compile_presets=("tiny",),
         compile_precisions=("fp32",),
         # bf16 and fp16 autocast run on the CPU, emulated: slow, but the step is tiny.

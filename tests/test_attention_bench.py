@@ -228,12 +228,12 @@ def test_ratio_table_empty_without_attention_results():
         ),
         (
             "--attention-sweeps=huge",
-            "--attention-sweeps: unknown value 'huge'; accepted: scaling, fixed_tokens",
+            "--attention-sweeps: unknown value 'huge'; accepted: scaling, fixed_tokens, naive_scaling",
         ),
         (
             "--seqs=100",
-            "--seqs/--head-dims: sweeps scaling have no shape with seq in 100 and head dim in 32 "
-            "(tier 'cpu' and the options given); their seqs: 128, 256,",
+            "--seqs/--head-dims: sweeps scaling, naive_scaling have no shape with seq in 100 and head "
+            "dim in 32 (tier 'cpu' and the options given); their seqs: 128, 256,",
         ),
     ],
 )

@@ -1,0 +1,81 @@
+"""What torch.compile gains for the model: eager against compiled, forward and full training step.
+
+Parametrized by the tier (conftest.py): the compile suite's presets and precisions, and the context
+lengths; here: the step and the variant, so that eager and compiled of one case run one after the
+other and share a pytest-benchmark group. The compiled variant compiles in its first call, timed
+apart as compile_s; the timed rounds run what that call compiled. The end of the run sets the two
+side by side (perf/compile_report.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from torch import nn
+
+from perf.compile_report import SUITE, VARIANTS
+from perf.compiling import compiled, graph_cache_lookups
+from perf.workloads import lm_workload
+
+COMPILE_MODES = ("forward", "train_step")
+# PyTorch's fused attention in both variants: the gain measured is the compile of everything around
+# attention (norms, RoPE, SwiGLU, residuals, the loss); attention alone is the attention suite's.
+ATTENTION = "sdpa"
+# Untimed calls after the first one, as in the end-to-end benchmarks.
+WARMUP_STEPS = 2
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("compile_mode", COMPILE_MODES)
+def test_compile_gain(
+    bench,
+    tier,
+    device: torch.device,
+    compile_preset: str,
+    compile_precision: str,
+    context: int,
+    compile_mode: str,
+    variant: str,
+):
+    preset, precision, mode = compile_preset, compile_precision, compile_mode
+    bench.benchmark.group = f"compile {mode} {preset} {precision} ctx{context}"
+    with contextlib.ExitStack() as compile_state:
+
+        def compile_model(model: nn.Module) -> nn.Module:
+            return compile_state.enter_context(compiled(model))
+
+        workload = lm_workload(
+            mode,
+            ATTENTION,
+            preset,
+            precision,
+            context,
+            device,
+            tier.optimizer,
+            compile_model=compile_model if variant == "compiled" else None,
+        )
+        # The compiled variant compiles here (forward and, for the training step, backward); the
+        # eager one's first call pays only for lazy initialization (cuBLAS handles, the allocator).
+        with graph_cache_lookups() as lookups:
+            compile_s = bench.first_call(workload.step)
+        # A recompile from here on would be timed as a step: make it an error instead.
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            bench.run(
+                workload.step,
+                work=workload.work,
+                warmup_steps=WARMUP_STEPS,
+                suite=SUITE,
+                variant=variant,
+                mode=mode,
+                preset=preset,
+                precision=precision,
+                context=context,
+                batch=workload.config.batch_size,
+                impl=ATTENTION,
+                optimizer=tier.optimizer if mode == "train_step" else None,
+                compile_s=compile_s,
+                graph_cache_hits=lookups["hits"],
+                graph_cache_misses=lookups["misses"],
+            )
