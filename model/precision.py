@@ -1,5 +1,6 @@
-"""Training precisions: names, autocast, loss scaling and the TF32 switch."""
+"""Training precisions: names, autocast, loss scaling, the TF32 switch, how a sum rounds per format."""
 
+import math
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
@@ -102,3 +103,36 @@ def tf32_enabled() -> bool:
     if _HAS_FP32_PRECISION:
         return torch.backends.cuda.matmul.fp32_precision == "tf32"
     return torch.backends.cuda.matmul.allow_tf32
+
+
+def accumulate(
+    value: float, count: int, value_dtype: str | torch.dtype, sum_dtype: str | torch.dtype
+) -> torch.Tensor:
+    """Add `value`, stored as value_dtype, `count` times into a running sum held in sum_dtype.
+
+    The classic accumulation experiment, one addition at a time as written: each `+=` rounds the
+    sum to sum_dtype, so the result shows what the sum's format loses (and what the value's format
+    loses when it is stored). Runs on the CPU.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"value: expected a finite int or float, got {value!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count: expected an integer >= 0, got {count!r}")
+    value_dtype = _floating_dtype("value_dtype", value_dtype)
+    sum_dtype = _floating_dtype("sum_dtype", sum_dtype)
+    s = torch.tensor(0, dtype=sum_dtype)
+    for _ in range(count):
+        s += torch.tensor(value, dtype=value_dtype)
+    return s
+
+
+def _floating_dtype(argument: str, value: str | torch.dtype) -> torch.dtype:
+    try:
+        dtype = parse_dtype(value)
+    except ValueError as err:
+        raise ValueError(f"{argument}: {err}") from None
+    if not dtype.is_floating_point:
+        raise ValueError(
+            f"{argument}: {dtype} is not a floating-point dtype; accepted: {', '.join(_DTYPE_SPELLINGS)}"
+        )
+    return dtype

@@ -1,0 +1,157 @@
+"""End-of-run tables of the memory, CUDA graph and host-to-device suites.
+
+Each table reads the results of its suite among all benchmarks' extra_info, recognized by their
+`suite` key; `TABLES` lists them with their titles, `table` gives them all under one title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from model.config import PRESETS
+from model.precision import PRECISIONS
+from perf.transfer_workloads import HOST_MEMORY, byte_size_label
+
+Info = Mapping[str, Any]
+
+MEMORY_TITLE = "peak memory per step (GiB): the state resident between steps and what a step adds"
+GRAPH_TITLE = "inference forward: eager launches against a CUDA graph replay (speedup above 1: graph faster)"
+TRANSFER_TITLE = "host-to-device copies: GB/s from pinned and pageable memory"
+OVERLAP_TITLE = "host-to-device copy and matmuls: serial against overlapped on two streams"
+TITLE = "memory, CUDA graphs and host-to-device copies"
+
+
+def _of(suite: str, infos: Iterable[Info]) -> list[Info]:
+    return [info for info in infos if info.get("suite") == suite]
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else format(value, spec) + suffix
+
+
+def _gib(value: float | None) -> str:
+    return _fmt(None if value is None else value / 2**30, ".2f")
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator is not None and denominator else None
+
+
+def _order(value: str, names: Iterable[str]) -> tuple[int, str]:
+    """Known names in their registry's order, others after them alphabetically."""
+    names = list(names)
+    return (names.index(value), "") if value in names else (len(names), value)
+
+
+def memory_table(infos: Iterable[Info]) -> list[str]:
+    results = _of("memory", infos)
+    if not results:
+        return []
+    results.sort(
+        key=lambda x: (
+            _order(x["preset"], PRESETS),
+            x["context"],
+            _order(x["precision"], PRECISIONS),
+            x["mode"] != "forward",
+        )
+    )
+    lines = [
+        f"{'preset':<8} {'ctx':>5} {'precision':<9} {'mode':<10} {'peak':>8} {'resident':>8} {'params':>8} "
+        f"{'grads':>8} {'optim':>8} {'activ':>8}"
+    ]
+    for x in results:
+        lines.append(
+            f"{x['preset']:<8} {x['context']:>5} {x['precision']:<9} {x['mode']:<10} "
+            f"{_gib(x.get('peak_memory_bytes')):>8} {_gib(x.get('resident_bytes')):>8} "
+            f"{_gib(x.get('params_bytes')):>8} {_gib(x.get('grads_bytes')):>8} "
+            f"{_gib(x.get('optimizer_state_bytes')):>8} {_gib(x.get('activation_peak_bytes')):>8}"
+        )
+    return lines
+
+
+def graph_table(infos: Iterable[Info]) -> list[str]:
+    cases: dict[tuple, dict[str, Info]] = {}
+    for x in _of("cuda_graph", infos):
+        cases.setdefault((x["preset"], x["precision"], x["context"]), {})[x["variant"]] = x
+    if not cases:
+        return []
+    lines = [f"{'preset':<8} {'precision':<9} {'ctx':>5} {'eager ms':>10} {'graph ms':>10} {'speedup':>8}"]
+    for preset, precision, context in sorted(
+        cases, key=lambda c: (_order(c[0], PRESETS), _order(c[1], PRECISIONS), c[2])
+    ):
+        by_variant = cases[preset, precision, context]
+        eager = by_variant.get("eager", {}).get("median_ms")
+        graph = by_variant.get("cuda_graph", {}).get("median_ms")
+        lines.append(
+            f"{preset:<8} {precision:<9} {context:>5} {_fmt(eager, '.3f'):>10} {_fmt(graph, '.3f'):>10} "
+            f"{_fmt(_ratio(eager, graph), '.2f', 'x'):>8}"
+        )
+    return lines
+
+
+def transfer_table(infos: Iterable[Info]) -> list[str]:
+    sizes: dict[int, dict[str, Info]] = {}
+    for x in _of("transfer", infos):
+        sizes.setdefault(x["transfer_bytes"], {})[x["host_memory"]] = x
+    if not sizes:
+        return []
+    header = "".join(f" {memory + ' GB/s':>14}" for memory in HOST_MEMORY)
+    lines = [f"{'size':<10}{header} {'pinned/pageable':>16}"]
+    for size in sorted(sizes):
+        rates = {memory: sizes[size].get(memory, {}).get("gb_per_s") for memory in HOST_MEMORY}
+        cells = "".join(f" {_fmt(rates[memory], '.2f'):>14}" for memory in HOST_MEMORY)
+        ratio = _ratio(rates["pinned"], rates["pageable"])
+        lines.append(f"{byte_size_label(size):<10}{cells} {_fmt(ratio, '.2f', 'x'):>16}")
+    return lines
+
+
+def overlap_table(infos: Iterable[Info]) -> list[str]:
+    cases: dict[tuple, dict[str, Info]] = {}
+    for x in _of("overlap", infos):
+        cases.setdefault((x["copy_bytes"], x["matmul_n"], x["matmuls"]), {})[x["schedule"]] = x
+    if not cases:
+        return []
+    lines = [
+        f"{'copy':<8} {'matmuls':>12} {'serial ms':>10} {'overlap ms':>10} {'copy ms':>9} "
+        f"{'compute ms':>10} {'saved':>6} {'at best':>7}"
+    ]
+    for copy_bytes, n, matmuls in sorted(cases):
+        by_schedule = cases[copy_bytes, n, matmuls]
+        serial = by_schedule.get("serial", {}).get("median_ms")
+        overlapped = by_schedule.get("overlapped", {}).get("median_ms")
+        # Both cases measure copy and compute alone; the serial case's figures where it ran.
+        alone = by_schedule.get("serial") or next(iter(by_schedule.values()))
+        copy_ms, compute_ms = alone.get("copy_ms"), alone.get("compute_ms")
+        saved = None if serial is None or overlapped is None else 1 - overlapped / serial
+        # Overlapped at best takes the longer of the two instead of their sum.
+        best = (
+            None
+            if copy_ms is None or compute_ms is None
+            else 1 - max(copy_ms, compute_ms) / (copy_ms + compute_ms)
+        )
+        lines.append(
+            f"{byte_size_label(copy_bytes):<8} {f'{matmuls} x n{n}':>12} {_fmt(serial, '.3f'):>10} "
+            f"{_fmt(overlapped, '.3f'):>10} {_fmt(copy_ms, '.3f'):>9} {_fmt(compute_ms, '.3f'):>10} "
+            f"{_fmt(saved, '.0%'):>6} {_fmt(best, '.0%'):>7}"
+        )
+    return lines
+
+
+TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
+    (MEMORY_TITLE, memory_table),
+    (GRAPH_TITLE, graph_table),
+    (TRANSFER_TITLE, transfer_table),
+    (OVERLAP_TITLE, overlap_table),
+]
+
+
+def table(infos: Iterable[Info]) -> list[str]:
+    """Every non-empty table of TABLES, each under its title; none if no result is of these suites."""
+    infos = list(infos)
+    lines: list[str] = []
+    for title, make in TABLES:
+        rows = make(infos)
+        if rows:
+            lines += [title, *(f"  {row}" for row in rows)]
+    return lines
