@@ -384,7 +384,8 @@ def _cpu_notes(config: pytest.Config) -> list[str]:
     return [
         "no CUDA GPU in use: benchmarks run on the CPU at small sizes; "
         + left_out
-        + "peak memory, MFU and CUDA-event comparisons are GPU-only and reported as skipped or empty"
+        + "peak memory, MFU, CUDA-event comparisons, CUDA graphs, host-to-device copies and the TF32 and "
+        "reduced-precision matmul switches are GPU-only and reported as skipped (with the reason) or empty"
     ]
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from perf.attention_shapes import AttentionShape
 from perf.attention_workloads import PROVIDERS
+from perf.report_format import fmt
 
 BASELINE_PROVIDER = "sdpa_flash"
 # What the attention benchmarks put in extra_info besides the harness's figures.
@@ -37,14 +38,10 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
             info = by_provider[provider]
             relative = baseline["median_ms"] / info["median_ms"] if baseline else None
             lines.append(
-                f"  {provider:<22} {info['median_ms']:>10.3f} {_fmt(info.get('tflops'), '.3g'):>8} "
-                f"{_fmt(relative, '.2f', 'x'):>14} {_fmt(info.get('compile_s'), '.2f'):>12}"
+                f"  {provider:<22} {info['median_ms']:>10.3f} {fmt(info.get('tflops'), '.3g'):>8} "
+                f"{fmt(relative, '.2f', 'x'):>14} {fmt(info.get('compile_s'), '.2f'):>12}"
             )
     return lines
-
-
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "-" if value is None else format(value, spec) + suffix
 
 
 SCALING_TITLE = "naive attention scaling: forward and backward apart, memory kept for backward"
@@ -64,8 +61,8 @@ def scaling_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
         held = info.get("memory_before_backward_bytes")
         lines.append(
             f"{shape!s:<26} {info['dtype']:<8} {info['provider']:<15} "
-            f"{_fmt(info.get('forward_ms'), '.3f'):>9} {_fmt(info.get('backward_ms'), '.3f'):>9} "
-            f"{info['median_ms']:>11.3f} {_fmt(held / 2**30 if held else None, '.2f'):>14} "
-            f"{_fmt(info.get('compile_s'), '.2f'):>12}"
+            f"{fmt(info.get('forward_ms'), '.3f'):>9} {fmt(info.get('backward_ms'), '.3f'):>9} "
+            f"{info['median_ms']:>11.3f} {fmt(held / 2**30 if held else None, '.2f'):>14} "
+            f"{fmt(info.get('compile_s'), '.2f'):>12}"
         )
     return lines

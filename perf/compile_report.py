@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from perf.report_format import fmt
+
 # What every compile benchmark (perf/test_compile.py) passes to bench.run as `suite`.
 SUITE = "compile"
 VARIANTS = ("eager", "compiled")
@@ -42,8 +44,8 @@ def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
         speedup = eager["median_ms"] / compiled["median_ms"] if eager and compiled else None
         lines.append(
             f"{mode:<11} {preset:<7} {precision:<5} {context:>5} "
-            f"{_fmt(_get(eager, 'median_ms'), '.3f'):>10} {_fmt(_get(compiled, 'median_ms'), '.3f'):>11} "
-            f"{_fmt(speedup, '.2f', 'x'):>8} {_fmt(_get(compiled, 'compile_s'), '.1f'):>9} "
+            f"{fmt(_get(eager, 'median_ms'), '.3f'):>10} {fmt(_get(compiled, 'median_ms'), '.3f'):>11} "
+            f"{fmt(speedup, '.2f', 'x'):>8} {fmt(_get(compiled, 'compile_s'), '.1f'):>9} "
             f"{_cached(compiled):>6}"
         )
     return lines
@@ -59,7 +61,3 @@ def _cached(compiled: Mapping[str, Any] | None) -> str:
         return "-"
     hits, misses = compiled["graph_cache_hits"], compiled.get("graph_cache_misses") or 0
     return f"{hits}/{hits + misses}"
-
-
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "-" if value is None else format(value, spec) + suffix

@@ -6,14 +6,12 @@ Each table reads the results of its suite among all benchmarks' extra_info, reco
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from model.precision import PRECISIONS
+from perf.report_format import Info, fmt, registry_order, titled
 from perf.transfer_workloads import HOST_MEMORY, byte_size_label
-
-Info = Mapping[str, Any]
 
 MEMORY_TITLE = "peak memory per step (GiB): the state resident between steps and what a step adds"
 GRAPH_TITLE = "inference forward: eager launches against a CUDA graph replay (speedup above 1: graph faster)"
@@ -26,22 +24,12 @@ def _of(suite: str, infos: Iterable[Info]) -> list[Info]:
     return [info for info in infos if info.get("suite") == suite]
 
 
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "-" if value is None else format(value, spec) + suffix
-
-
 def _gib(value: float | None) -> str:
-    return _fmt(None if value is None else value / 2**30, ".2f")
+    return fmt(None if value is None else value / 2**30, ".2f")
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator if numerator is not None and denominator else None
-
-
-def _order(value: str, names: Iterable[str]) -> tuple[int, str]:
-    """Known names in their registry's order, others after them alphabetically."""
-    names = list(names)
-    return (names.index(value), "") if value in names else (len(names), value)
 
 
 def memory_table(infos: Iterable[Info]) -> list[str]:
@@ -50,9 +38,9 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
         return []
     results.sort(
         key=lambda x: (
-            _order(x["preset"], PRESETS),
+            registry_order(x["preset"], PRESETS),
             x["context"],
-            _order(x["precision"], PRECISIONS),
+            registry_order(x["precision"], PRECISIONS),
             x["mode"] != "forward",
         )
     )
@@ -78,14 +66,14 @@ def graph_table(infos: Iterable[Info]) -> list[str]:
         return []
     lines = [f"{'preset':<8} {'precision':<9} {'ctx':>5} {'eager ms':>10} {'graph ms':>10} {'speedup':>8}"]
     for preset, precision, context in sorted(
-        cases, key=lambda c: (_order(c[0], PRESETS), _order(c[1], PRECISIONS), c[2])
+        cases, key=lambda c: (registry_order(c[0], PRESETS), registry_order(c[1], PRECISIONS), c[2])
     ):
         by_variant = cases[preset, precision, context]
         eager = by_variant.get("eager", {}).get("median_ms")
         graph = by_variant.get("cuda_graph", {}).get("median_ms")
         lines.append(
-            f"{preset:<8} {precision:<9} {context:>5} {_fmt(eager, '.3f'):>10} {_fmt(graph, '.3f'):>10} "
-            f"{_fmt(_ratio(eager, graph), '.2f', 'x'):>8}"
+            f"{preset:<8} {precision:<9} {context:>5} {fmt(eager, '.3f'):>10} {fmt(graph, '.3f'):>10} "
+            f"{fmt(_ratio(eager, graph), '.2f', 'x'):>8}"
         )
     return lines
 
@@ -100,9 +88,9 @@ def transfer_table(infos: Iterable[Info]) -> list[str]:
     lines = [f"{'size':<10}{header} {'pinned/pageable':>16}"]
     for size in sorted(sizes):
         rates = {memory: sizes[size].get(memory, {}).get("gb_per_s") for memory in HOST_MEMORY}
-        cells = "".join(f" {_fmt(rates[memory], '.2f'):>14}" for memory in HOST_MEMORY)
+        cells = "".join(f" {fmt(rates[memory], '.2f'):>14}" for memory in HOST_MEMORY)
         ratio = _ratio(rates["pinned"], rates["pageable"])
-        lines.append(f"{byte_size_label(size):<10}{cells} {_fmt(ratio, '.2f', 'x'):>16}")
+        lines.append(f"{byte_size_label(size):<10}{cells} {fmt(ratio, '.2f', 'x'):>16}")
     return lines
 
 
@@ -131,9 +119,9 @@ def overlap_table(infos: Iterable[Info]) -> list[str]:
             else 1 - max(copy_ms, compute_ms) / (copy_ms + compute_ms)
         )
         lines.append(
-            f"{byte_size_label(copy_bytes):<8} {f'{matmuls} x n{n}':>12} {_fmt(serial, '.3f'):>10} "
-            f"{_fmt(overlapped, '.3f'):>10} {_fmt(copy_ms, '.3f'):>9} {_fmt(compute_ms, '.3f'):>10} "
-            f"{_fmt(saved, '.0%'):>6} {_fmt(best, '.0%'):>7}"
+            f"{byte_size_label(copy_bytes):<8} {f'{matmuls} x n{n}':>12} {fmt(serial, '.3f'):>10} "
+            f"{fmt(overlapped, '.3f'):>10} {fmt(copy_ms, '.3f'):>9} {fmt(compute_ms, '.3f'):>10} "
+            f"{fmt(saved, '.0%'):>6} {fmt(best, '.0%'):>7}"
         )
     return lines
 
@@ -147,11 +135,5 @@ TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
 
 
 def table(infos: Iterable[Info]) -> list[str]:
-    """Every non-empty table of TABLES, each under its title; none if no result is of these suites."""
-    infos = list(infos)
-    lines: list[str] = []
-    for title, make in TABLES:
-        rows = make(infos)
-        if rows:
-            lines += [title, *(f"  {row}" for row in rows)]
-    return lines
+    """Every non-empty table of TABLES under its title; none if no result is of these suites."""
+    return titled(TABLES, infos)

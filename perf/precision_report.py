@@ -7,14 +7,12 @@ Each table picks its suite's results out of all benchmarks' extra_info by their 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from model.precision import PRECISIONS
 from perf.matmul_workloads import MATH_MODES
-
-Info = Mapping[str, Any]
+from perf.report_format import Info, fmt, registry_order, titled
 
 TOY_TITLE = "autocast on the toy model: dtype of each stage per precision"
 MATMUL_TITLE = "n x n matmuls per math mode: time, TFLOP/s, relative error against fp64"
@@ -35,37 +33,27 @@ def _of(suite: str, infos: Iterable[Info]) -> list[Info]:
     return [x for x in infos if x.get("suite") == suite and all(key in x for key in _KEYS[suite])]
 
 
-def _order(value: str, names: Iterable[str]) -> tuple[int, str]:
-    """Names of a registry in its order, unknown ones after them alphabetically."""
-    names = list(names)
-    return (names.index(value), "") if value in names else (len(names), value)
-
-
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "-" if value is None else format(value, spec) + suffix
-
-
 def toy_table(infos: Iterable[Info]) -> list[str]:
-    results = sorted(_of("toy_autocast", infos), key=lambda x: _order(x["precision"], PRECISIONS))
+    results = sorted(_of("toy_autocast", infos), key=lambda x: registry_order(x["precision"], PRECISIONS))
     if not results:
         return []
     stages = "".join(f" {stage:<9}" for stage in TOY_STAGES)
     lines = [f"{'precision':<9}{stages} {'ms':>9}"]
     for x in results:
         dtypes = "".join(f" {x['dtypes'].get(stage, '-'):<9}" for stage in TOY_STAGES)
-        lines.append(f"{x['precision']:<9}{dtypes} {_fmt(x.get('median_ms'), '.3f'):>9}")
+        lines.append(f"{x['precision']:<9}{dtypes} {fmt(x.get('median_ms'), '.3f'):>9}")
     return lines
 
 
 def matmul_table(infos: Iterable[Info]) -> list[str]:
-    results = sorted(_of("matmul", infos), key=lambda x: (x["n"], _order(x["mode"], MATH_MODES)))
+    results = sorted(_of("matmul", infos), key=lambda x: (x["n"], registry_order(x["mode"], MATH_MODES)))
     if not results:
         return []
     lines = [f"{'mode':<13} {'n':>6} {'ms':>10} {'TFLOP/s':>8} {'MFU':>6} {'rel error':>9}"]
     for x in results:
         lines.append(
-            f"{x['mode']:<13} {x['n']:>6} {_fmt(x.get('median_ms'), '.3f'):>10} "
-            f"{_fmt(x.get('tflops'), '.4g'):>8} {_fmt(x.get('mfu'), '.1%'):>6} {x['rel_error']:>9.2e}"
+            f"{x['mode']:<13} {x['n']:>6} {fmt(x.get('median_ms'), '.3f'):>10} "
+            f"{fmt(x.get('tflops'), '.4g'):>8} {fmt(x.get('mfu'), '.1%'):>6} {x['rel_error']:>9.2e}"
         )
     return lines
 
@@ -77,16 +65,16 @@ def step_table(infos: Iterable[Info]) -> list[str]:
     if not cases:
         return []
     lines = [f"{'preset':<8} {'ctx':>5} {'precision':<9} {'ms':>10} {'tokens/s':>11} {'vs fp32':>8}"]
-    for preset, context in sorted(cases, key=lambda case: (_order(case[0], PRESETS), case[1])):
+    for preset, context in sorted(cases, key=lambda case: (registry_order(case[0], PRESETS), case[1])):
         by_precision = cases[preset, context]
         fp32_ms = by_precision.get("fp32", {}).get("median_ms")
-        for precision in sorted(by_precision, key=lambda p: _order(p, PRECISIONS)):
+        for precision in sorted(by_precision, key=lambda p: registry_order(p, PRECISIONS)):
             x = by_precision[precision]
             ms = x.get("median_ms")
             speedup = fp32_ms / ms if fp32_ms is not None and ms else None
             lines.append(
-                f"{preset:<8} {context:>5} {precision:<9} {_fmt(ms, '.3f'):>10} "
-                f"{_fmt(x.get('tokens_per_s'), '.0f'):>11} {_fmt(speedup, '.2f', 'x'):>8}"
+                f"{preset:<8} {context:>5} {precision:<9} {fmt(ms, '.3f'):>10} "
+                f"{fmt(x.get('tokens_per_s'), '.0f'):>11} {fmt(speedup, '.2f', 'x'):>8}"
             )
     return lines
 
@@ -99,11 +87,5 @@ TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
 
 
 def table(infos: Iterable[Info]) -> list[str]:
-    """Every non-empty table of TABLES under its title, indented; none if no result is of these suites."""
-    infos = list(infos)
-    lines: list[str] = []
-    for title, make in TABLES:
-        rows = make(infos)
-        if rows:
-            lines += [title, *(f"  {row}" for row in rows)]
-    return lines
+    """Every non-empty table of TABLES under its title; none if no result is of these suites."""
+    return titled(TABLES, infos)
