@@ -18,7 +18,7 @@ import torch
 from perf import attention_report, compile_report, harness, memory_report, precision_report
 from perf.attention_shapes import SWEEPS
 from perf.tiers import AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
-from perf.transfer_workloads import byte_size_label
+from perf.transfer_workloads import byte_size_label, parse_byte_size
 
 ROOT = Path(__file__).resolve().parent
 BASELINES = ROOT / "baselines"
@@ -114,20 +114,11 @@ def _parse_names(option: str, raw: str) -> tuple[str, ...]:
     return values
 
 
-_SIZE_SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
-
-
 def _parse_sizes(option: str, raw: str) -> tuple[int, ...]:
-    sizes = []
-    for v in _split(option, raw):
-        text = v.upper().removesuffix("IB").removesuffix("B")
-        digits, suffix = (text[:-1], text[-1]) if text[-1:] in "KMG" else (text, "")
-        if not digits.isdigit() or int(digits) == 0:
-            raise pytest.UsageError(
-                f"--{option}: {v!r} is not a positive byte count; give an integer, optionally with K, M or G"
-            )
-        sizes.append(int(digits) * _SIZE_SUFFIXES[suffix])
-    return tuple(sizes)
+    try:
+        return tuple(parse_byte_size(v) for v in _split(option, raw))
+    except ValueError as err:
+        raise pytest.UsageError(f"--{option}: {err}") from None
 
 
 def _select_tier(config: pytest.Config, device: torch.device) -> Tier:

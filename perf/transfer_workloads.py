@@ -40,6 +40,18 @@ def byte_size_label(size: int) -> str:
     return f"{size}B"
 
 
+_SIZE_SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def parse_byte_size(text: str) -> int:
+    """'4096', '64K', '1M', '1GiB' (binary units, any case) -> bytes; the inverse of byte_size_label."""
+    body = text.strip().upper().removesuffix("IB").removesuffix("B")
+    digits, suffix = (body[:-1], body[-1]) if body[-1:] in ("K", "M", "G") else (body, "")
+    if not digits.isdigit() or int(digits) == 0:
+        raise ValueError(f"{text!r} is not a positive byte count; give an integer, optionally with K, M or G")
+    return int(digits) * _SIZE_SUFFIXES[suffix]
+
+
 def _check_size(size: int) -> None:
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
         raise ValueError(f"size: a positive int number of bytes is accepted; got {size!r}")

@@ -251,9 +251,17 @@ def test_bad_baseline_gives_a_message_not_a_traceback(tmp_path, damage):
         ("--tier=huge", "--tier: unknown tier 'huge'; accepted: auto, cpu, default, full"),
         ("--contexts=512,-1", "--contexts: '-1' is not an integer >= 1"),
         ("--optimizer=sgd", "--optimizer: unknown value 'sgd'; accepted: own, torch, torch_fused"),
+        ("--matmul-sizes=4096,-8", "--matmul-sizes: '-8' is not an integer >= 1"),
+        ("--transfer-sizes=1M,-4K", "--transfer-sizes: '-4K' is not a positive byte count"),
+        ("--transfer-sizes=2T", "--transfer-sizes: '2T' is not a positive byte count"),
+        (
+            "--memory-snapshot=/proc/self/snapshots",
+            "--memory-snapshot: cannot write into '/proc/self/snapshots'",
+        ),
     ],
 )
 def test_bad_options_fail_before_anything_runs(tmp_path, option, message):
     proc = _child_pytest(tmp_path, SAMPLES, option)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage-error exit code
     assert message in proc.stderr
+    assert "passed" not in proc.stdout  # nothing ran

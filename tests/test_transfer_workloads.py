@@ -9,6 +9,7 @@ from perf.transfer_workloads import (
     byte_size_label,
     host_buffer,
     host_to_device,
+    parse_byte_size,
 )
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -107,3 +108,19 @@ def test_overlap_figures_and_schedule_names():
         overlap.step("parallel")
     matmuls = balanced_matmuls(torch.device("cuda"), copy_bytes=ODD_BYTES, matmul_n=256)
     assert isinstance(matmuls, int) and matmuls >= 1
+
+
+@pytest.mark.parametrize("size", [4096, 2**16, 2**20, 3 * 2**20, 2**30])
+def test_byte_sizes_read_back_from_their_labels(size):
+    assert parse_byte_size(byte_size_label(size)) == size
+
+
+@pytest.mark.parametrize(("text", "size"), [("64k", 2**16), ("1M", 2**20), ("1GiB", 2**30), ("100", 100)])
+def test_parse_byte_size(text, size):
+    assert parse_byte_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "-4K", "0", "2T", "1.5M", "MB"])
+def test_parse_byte_size_rejects(text):
+    with pytest.raises(ValueError, match="not a positive byte count"):
+        parse_byte_size(text)
