@@ -17,7 +17,7 @@ import torch
 
 from perf import attention_report, compile_report, harness, memory_report, precision_report
 from perf.attention_shapes import SWEEPS
-from perf.tiers import AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
+from perf.tiers import ALLREDUCE_SWEEP, AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
 from perf.transfer_workloads import byte_size_label, parse_byte_size
 
 ROOT = Path(__file__).resolve().parent
@@ -48,6 +48,11 @@ AXES = {
     "memory_context": ("memory_contexts", "ctx"),
     "graph_preset": ("graph_presets", ""),
     "transfer_size": ("transfer_sizes", ""),
+    "allreduce_backend": ("allreduce_backends", ""),
+    "world_size": ("world_sizes", "world"),
+    "allreduce_size": ("allreduce_sizes", ""),
+    "dp_preset": ("dp_presets", ""),
+    "bucket_size_mb": ("bucket_sizes_mb", "bucket"),
 }
 
 
@@ -78,6 +83,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--transfer-sizes",
         help="comma-separated bytes per host-to-device copy, with K, M or G (binary), e.g. 1M,1G",
     )
+    group.addoption(
+        "--allreduce-sizes", help="comma-separated fp32 all-reduce message bytes, with K, M or G, e.g. 1M,1G"
+    )
+    group.addoption(
+        "--allreduce-sweep",
+        action="store_true",
+        help="all-reduce sizes from 8 B to 8 GiB, doubling (as nccl-tests), in place of the tier's",
+    )
+    group.addoption("--allreduce-backends", help="comma-separated: gloo (CPU tensors), nccl (GPUs)")
+    group.addoption("--world-sizes", help="comma-separated process counts, e.g. 2,4,8")
+    group.addoption("--bucket-sizes-mb", help="comma-separated DDPBucketed bucket sizes in MB, e.g. 1,10,100")
     group.addoption(
         "--memory-snapshot",
         metavar="DIR",
@@ -112,6 +128,19 @@ def _parse_names(option: str, raw: str) -> tuple[str, ...]:
         if v not in accepted:
             raise pytest.UsageError(f"--{option}: unknown value {v!r}; accepted: {', '.join(accepted)}")
     return values
+
+
+def _parse_positive_floats(option: str, raw: str) -> tuple[float, ...]:
+    values = []
+    for v in _split(option, raw):
+        try:
+            x = float(v)
+        except ValueError:
+            x = 0.0
+        if not x > 0 or x == float("inf"):
+            raise pytest.UsageError(f"--{option}: {v!r} is not a positive number")
+        values.append(x)
+    return tuple(values)
 
 
 def _parse_sizes(option: str, raw: str) -> tuple[int, ...]:
@@ -164,6 +193,15 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
         graph_presets=presets,
         matmul_sizes=opt("matmul_sizes") and _parse_ints("matmul-sizes", opt("matmul_sizes"), minimum=1),
         transfer_sizes=opt("transfer_sizes") and _parse_sizes("transfer-sizes", opt("transfer_sizes")),
+        allreduce_sizes=ALLREDUCE_SWEEP
+        if opt("allreduce_sweep")
+        else opt("allreduce_sizes") and _parse_sizes("allreduce-sizes", opt("allreduce_sizes")),
+        allreduce_backends=opt("allreduce_backends")
+        and _parse_names("allreduce-backends", opt("allreduce_backends")),
+        world_sizes=opt("world_sizes") and _parse_ints("world-sizes", opt("world_sizes"), minimum=1),
+        dp_presets=presets,
+        bucket_sizes_mb=opt("bucket_sizes_mb")
+        and _parse_positive_floats("bucket-sizes-mb", opt("bucket_sizes_mb")),
     )
     if tier.memory_presets is None:
         total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0
@@ -396,7 +434,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _case_id(axis: str, value: object) -> str:
     """Byte counts read as 1MiB or 1GiB, not 1048576; other axes as their prefix and value."""
-    if axis == "transfer_size":
+    if axis in ("transfer_size", "allreduce_size"):
         return byte_size_label(value)
     return f"{AXES[axis][1]}{value}"
 

@@ -301,6 +301,19 @@ def write_memory_snapshot(fn: Callable[[], Any], folder: Path, name: str) -> Pat
     return pickle_path
 
 
+def _nothing() -> None:
+    pass
+
+
+def _replay_clock(durations_s: Sequence[float]) -> Iterator[float]:
+    """Readings of a clock that a round's start and end find `duration` apart, round after round."""
+    now = 0.0
+    for duration in durations_s:
+        yield now
+        now += duration
+        yield now
+
+
 def _mark(cuda: bool) -> Any:
     if not cuda:
         return time.perf_counter()
@@ -426,6 +439,34 @@ class Bench:
         if baseline_times and "median_ms" in info:
             baseline_ms = statistics.median(baseline_times) * 1e3
             info.update(baseline_median_ms=baseline_ms, ratio_to_baseline=info["median_ms"] / baseline_ms)
+        return info
+
+    def record_rounds(
+        self, durations_s: Sequence[float], *, work: Work, iterations: int = 1, **extra: Any
+    ) -> dict[str, Any]:
+        """Hand pytest-benchmark rounds timed elsewhere, e.g. by ranks in other processes.
+
+        Each duration is one round of `iterations` calls. pytest-benchmark only times what it calls,
+        so it calls a no-op while its timer replays the durations: its statistics, storage,
+        comparisons and tables then treat these rounds like any other. extra_info gets the derived
+        figures and `extra`; figures of this process (peak memory, host time) are left out.
+        """
+        if not durations_s or any(d < 0 for d in durations_s):
+            raise ValueError(f"durations_s must be non-negative and not empty; got {list(durations_s)!r}")
+        ticks = _replay_clock(durations_s)
+        timer = self.benchmark._timer  # pytest-benchmark 4 and 5 read the clock from this attribute
+        self.benchmark._timer = lambda: next(ticks)
+        try:
+            self.benchmark.pedantic(_nothing, rounds=len(durations_s), iterations=iterations, warmup_rounds=0)
+        finally:
+            self.benchmark._timer = timer
+        info = self.benchmark.extra_info
+        info.update(extra)
+        info.update(rounds=len(durations_s), iterations=iterations, device=str(self.device))
+        stats = getattr(self.benchmark, "stats", None)
+        if stats is not None:
+            info.update(derived_figures(stats.stats.median, work, gpu_name(self.device)))
+            info.update(flops_per_call=work.flops, tokens_per_call=work.tokens, precision=work.precision)
         return info
 
     def _timed(

@@ -58,6 +58,14 @@ class Tier:
     graph_presets: tuple[str, ...] = ()
     # Host-to-device copies (perf/test_transfer.py): bytes per copy.
     transfer_sizes: tuple[int, ...] = ()
+    # All-reduce (perf/test_allreduce.py): fp32 message bytes, process counts (those beyond the
+    # GPUs present skip for nccl), backends.
+    allreduce_sizes: tuple[int, ...] = ()
+    world_sizes: tuple[int, ...] = (2,)
+    allreduce_backends: tuple[str, ...] = ("gloo",)
+    # Data parallel training (perf/test_data_parallel.py): preset, and bucket sizes of DDPBucketed.
+    dp_presets: tuple[str, ...] = ()
+    bucket_sizes_mb: tuple[float, ...] = ()
 
     @property
     def compared_impls(self) -> tuple[str, ...]:
@@ -105,6 +113,12 @@ TIERS: dict[str, Tier] = {
         memory_contexts=(64, 128),
         graph_presets=("tiny",),
         transfer_sizes=(2**20,),
+        # gloo on a laptop: 2 and 4 processes; 100 MiB takes about 50 ms at gloo's 2 GB/s.
+        allreduce_sizes=(2**20, 10 * 2**20, 100 * 2**20),
+        world_sizes=(2, 4),
+        allreduce_backends=("gloo",),
+        dp_presets=("tiny",),
+        bucket_sizes_mb=(0.01, 0.1, 1.0),
     ),
     "default": Tier(
         name="default",
@@ -128,6 +142,11 @@ TIERS: dict[str, Tier] = {
         memory_contexts=(128, 256, 512),
         graph_presets=("small",),
         transfer_sizes=(2**20, 2**26, 2**30),
+        allreduce_sizes=(2**20, 10 * 2**20, 100 * 2**20, 2**30),
+        world_sizes=(2, 4, 8),
+        allreduce_backends=("nccl", "gloo"),
+        dp_presets=("xl",),
+        bucket_sizes_mb=(1.0, 10.0, 100.0, 1000.0),
     ),
     "full": Tier(
         name="full",
@@ -146,6 +165,11 @@ TIERS: dict[str, Tier] = {
         memory_contexts=(128, 256, 512, 1024),
         graph_presets=("small", "medium"),
         transfer_sizes=(2**16, 2**20, 2**24, 2**26, 2**28, 2**30),
+        allreduce_sizes=(2**20, 10 * 2**20, 100 * 2**20, 2**30),
+        world_sizes=(2, 4, 8),
+        allreduce_backends=("nccl", "gloo"),
+        dp_presets=("xl",),
+        bucket_sizes_mb=(1.0, 10.0, 100.0, 1000.0),
     ),
 }
 
@@ -168,6 +192,11 @@ def largest_fitting_preset(device_bytes: int) -> str:
     return max(fitting, key=lambda name: PRESETS[name].num_parameters())
 
 
+# --allreduce-sweep: 8 B to 8 GiB, doubling, as nccl-tests sweeps (-b 8 -e 8G -f 2).
+ALLREDUCE_SWEEP = tuple(2**p for p in range(3, 34))
+ALLREDUCE_BACKENDS = ("gloo", "nccl")
+
+
 # Accepted names per named axis, for validating command-line options (counts are checked as integers).
 AXIS_CHOICES: dict[str, tuple] = {
     "presets": tuple(PRESETS),
@@ -177,4 +206,5 @@ AXIS_CHOICES: dict[str, tuple] = {
     "attention-providers": tuple(PROVIDERS),
     "attention-modes": ATTENTION_MODES,
     "attention-sweeps": tuple(SWEEPS),
+    "allreduce-backends": ALLREDUCE_BACKENDS,
 }

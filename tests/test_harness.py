@@ -169,6 +169,16 @@ def test_synthetic_benchmark_extra_info(synthetic_run):
     assert bench["options"]["timer"] == "synchronized_timer"
 
 
+def test_rounds_timed_elsewhere_are_recorded_as_they_were(synthetic_run):
+    _, out = synthetic_run
+    (bench,) = [b for b in json.loads(out.read_text())["benchmarks"] if b["name"] == "test_recorded_rounds"]
+    stats, info = bench["stats"], bench["extra_info"]
+    assert stats["rounds"] == 3 and stats["iterations"] == 2
+    assert sorted(stats["data"]) == pytest.approx([0.005, 0.010, 0.015])  # per call: round / iterations
+    assert info["median_ms"] == pytest.approx(10.0) and info["gb_per_s"] == pytest.approx(0.1)
+    assert info["ranks"] == 2 and "host_ms" not in info
+
+
 def test_interleaved_run_reports_the_ratio(synthetic_run):
     _, out = synthetic_run
     (bench,) = [b for b in json.loads(out.read_text())["benchmarks"] if b["name"] == "test_interleaved_ratio"]

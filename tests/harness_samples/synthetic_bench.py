@@ -35,3 +35,8 @@ def test_after_oom_runs(bench):
 def test_interleaved_ratio(bench):
     # Sleeps, not arithmetic: their durations hold on a loaded two-core machine.
     bench.run_interleaved(lambda: time.sleep(0.006), lambda: time.sleep(0.003), work=Work(), warmup_steps=1)
+
+
+def test_recorded_rounds(bench):
+    # Rounds timed in other processes (ranks), handed over as seconds per round of 2 iterations.
+    bench.record_rounds([0.010, 0.030, 0.020], work=Work(bytes_moved=1e6), iterations=2, ranks=2)

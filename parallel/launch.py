@@ -1,0 +1,190 @@
+"""Run a function on several ranks, one process each, in one process group, and never hang.
+
+`run_ranks(fn, world_size, backend=...)` spawns `world_size` processes, joins them into a
+torch.distributed process group on a free local port, calls `fn(rank, world_size, *args)` in each
+and returns the ranks' return values in rank order. A rank that raises ends the whole run at once:
+the other ranks are terminated (they would wait in their next collective for the one that is gone)
+and `RankFailed` carries that rank's traceback. A run that outlives `timeout_s` is terminated the
+same way, and `RanksTimedOut` names the ranks that had not finished. No process outlives the call.
+
+`fn`, `args` and the return values cross process boundaries by pickling: `fn` must be a module-level
+function, and results should be plain data or CPU tensors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import queue
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+BACKENDS = ("gloo", "nccl")
+# Terminated ranks get this long to exit before they are killed.
+_TERMINATE_GRACE_S = 5.0
+# After a rank's failure, how long to wait for the others' reports to tell which one came first.
+_PEER_FAILURE_WAIT_S = 2.0
+
+
+class RankFailed(RuntimeError):
+    """A rank raised; the message holds its traceback."""
+
+    def __init__(self, rank: int, formatted_traceback: str):
+        super().__init__(f"rank {rank} raised:\n{formatted_traceback}")
+        self.rank = rank
+
+
+class RanksTimedOut(RuntimeError):
+    """Ranks were still running when the time ran out; all were terminated."""
+
+
+def free_port() -> int:
+    """A TCP port free on this host now. Another process may take it before the group binds it;
+    run_ranks then fails with the rendezvous error rather than hanging."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def check_world(world_size: int, backend: str) -> None:
+    """ValueError naming what is wrong: the backend, the size, or too few GPUs for NCCL."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} is not supported; accepted: {', '.join(BACKENDS)}")
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+        raise ValueError(f"world_size must be an int >= 1; got {world_size!r}")
+    if backend == "nccl":
+        gpus = torch.cuda.device_count()
+        if world_size > gpus:
+            raise ValueError(f"world_size {world_size} with nccl needs {world_size} GPUs; {gpus} visible")
+
+
+def run_ranks(
+    fn: Callable[..., Any],
+    world_size: int,
+    *,
+    backend: str = "gloo",
+    args: tuple = (),
+    timeout_s: float = 60.0,
+) -> list[Any]:
+    """fn(rank, world_size, *args) on every rank; their return values in rank order.
+
+    With nccl, rank r uses cuda:r (set as its current device before fn runs).
+    """
+    check_world(world_size, backend)
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0; got {timeout_s!r}")
+    context = mp.get_context("spawn")  # fork would copy an initialized CUDA context
+    results = context.Queue()
+    port = free_port()
+    processes = [
+        context.Process(
+            target=_rank_main,
+            args=(fn, rank, world_size, backend, port, args, timeout_s, results),
+            name=f"rank{rank}",
+        )
+        for rank in range(world_size)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        return _collect(processes, results, timeout_s)
+    finally:
+        _stop(processes)
+        results.close()
+
+
+def _collect(processes: list, results, timeout_s: float) -> list[Any]:
+    deadline = time.monotonic() + timeout_s
+    returned: dict[int, Any] = {}
+    while len(returned) < len(processes):
+        try:
+            rank, ok, value = results.get(timeout=0.1)
+        except queue.Empty:
+            if time.monotonic() > deadline:
+                pending = sorted(set(range(len(processes))) - set(returned))
+                raise RanksTimedOut(
+                    f"ranks {pending} of {len(processes)} still running after {timeout_s:.0f} s; "
+                    "all terminated"
+                ) from None
+            dead = [p for p in processes if p.exitcode not in (None, 0)]
+            if dead and results.empty():
+                # Killed without reporting (out of memory, a signal): nothing more will come from it.
+                rank = processes.index(dead[0])
+                message = f"process exited with code {dead[0].exitcode} without a result"
+                raise RankFailed(rank, message) from None
+            continue
+        if not ok:
+            raise _first_failure(rank, value, results)
+        returned[rank] = value
+    return [returned[rank] for rank in range(len(processes))]
+
+
+def _first_failure(rank: int, failure: tuple[float, str], results) -> RankFailed:
+    """The failure that came first: when one rank raises, its peers fail in their next collective
+    (gloo: "Connection closed by peer"), and their reports can arrive before its own."""
+    failures = {rank: failure}
+    wait_until = time.monotonic() + _PEER_FAILURE_WAIT_S
+    while time.monotonic() < wait_until:
+        try:
+            other, ok, value = results.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if not ok:
+            failures[other] = value
+    first = min(failures, key=lambda r: failures[r][0])
+    error = RankFailed(first, failures[first][1])
+    later = sorted(set(failures) - {first})
+    if later:
+        error.add_note(f"ranks {later} failed after it")
+    return error
+
+
+def _stop(processes: list) -> None:
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + _TERMINATE_GRACE_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _rank_main(
+    fn, rank: int, world_size: int, backend: str, port: int, args: tuple, timeout_s: float, results
+) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size)
+    )
+    failure = None
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        dist.init_process_group(
+            backend,
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            device_id=torch.device("cuda", rank) if backend == "nccl" else None,
+        )
+        try:
+            value = fn(rank, world_size, *args)
+        except BaseException:
+            # Timed before the group is torn down: tearing it down fails the peers' collectives.
+            failure = (time.time(), traceback.format_exc())
+        dist.destroy_process_group()
+    except BaseException:
+        failure = failure or (time.time(), traceback.format_exc())
+    if failure is not None:
+        results.put((rank, False, failure))
+    else:
+        results.put((rank, True, value))
