@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from perf import attention_report, compile_report, harness, memory_report, precision_report
+from perf import allreduce_report, attention_report, compile_report, harness, memory_report, precision_report
 from perf.attention_shapes import SWEEPS
 from perf.tiers import ALLREDUCE_SWEEP, AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
 from perf.transfer_workloads import byte_size_label, parse_byte_size
@@ -507,6 +507,7 @@ SUMMARY_TABLES = [
     (compile_report.TITLE, compile_report.table),
     *precision_report.TABLES,
     *memory_report.TABLES,
+    (allreduce_report.TITLE, allreduce_report.table),
 ]
 
 
