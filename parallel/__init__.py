@@ -1,2 +1,8 @@
-"""Training-side parallelism: gradient all-reduce variants (data parallel wrappers), optimizer-state
-sharding, and the launcher that runs a function on several ranks (parallel/launch.py)."""
+"""Training-side parallelism.
+
+- `parallel.ddp`: four data-parallel wrappers (DDPNaive, DDPFlat, DDPIndividualParameters,
+  DDPBucketed) that average gradients across ranks;
+- `parallel.sharded_optimizer`: ShardedOptimizer, optimizer state split across ranks;
+- `parallel.launch`: run a function on several ranks, one process each, with a timeout;
+- `parallel.process_group`: the check that torch.distributed is initialized.
+"""

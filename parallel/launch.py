@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import pickle
 import queue
 import socket
 import time
@@ -123,7 +124,7 @@ def _collect(processes: list, results, timeout_s: float) -> list[Any]:
             continue
         if not ok:
             raise _first_failure(rank, value, results)
-        returned[rank] = value
+        returned[rank] = pickle.loads(value)  # sent by value: see _rank_main
     return [returned[rank] for rank in range(len(processes))]
 
 
@@ -187,4 +188,6 @@ def _rank_main(
     if failure is not None:
         results.put((rank, False, failure))
     else:
-        results.put((rank, True, value))
+        # By value: torch.multiprocessing's queue shares a CPU tensor through a file descriptor
+        # that closes when this process exits, before the parent has read it.
+        results.put((rank, True, pickle.dumps(value)))

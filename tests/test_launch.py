@@ -78,3 +78,13 @@ def test_bad_world(world_size, backend, message):
 def test_nccl_needs_a_gpu_per_rank():
     with pytest.raises(ValueError, match="with nccl needs 64 GPUs"):
         run_ranks(_sum_of_ranks, 64, backend="nccl", args=(0,))
+
+
+def _tensors(rank: int, world_size: int) -> dict:
+    return {"rank": torch.full((3,), float(rank)), "many": [torch.arange(4) * rank for _ in range(50)]}
+
+
+def test_cpu_tensors_come_back_by_value():
+    results = run_ranks(_tensors, 2, timeout_s=60)
+    assert [r["rank"].tolist() for r in results] == [[0.0] * 3, [1.0] * 3]
+    assert results[1]["many"][49].tolist() == [0, 1, 2, 3]
