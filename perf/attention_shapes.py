@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import torch
+
 from kernels.attention_inputs import attention_flops
 
 ATTENTION_MODES = ("forward", "backward", "forward_backward")
@@ -45,6 +47,17 @@ class AttentionShape:
         """Useful matmul FLOPs of one call: a causal score matrix counts half, whatever a provider does."""
         forward = attention_flops(self.batch, self.heads, self.seq, self.seq, self.head_dim, self.causal)
         return forward * MODE_FLOP_FACTORS[mode]
+
+    def as_extra_info(self, dtype: torch.dtype) -> dict[str, object]:
+        """The shape and dtype as benchmarks record them (the report tables read these keys)."""
+        return dict(
+            batch=self.batch,
+            heads=self.heads,
+            seq=self.seq,
+            head_dim=self.head_dim,
+            causal=self.causal,
+            dtype=str(dtype).removeprefix("torch."),
+        )
 
     def score_bytes(self, element_size: int) -> int:
         """Bytes of one (batch, heads, seq, seq) score matrix, as naive attention materializes it."""

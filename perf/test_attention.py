@@ -54,12 +54,7 @@ def test_attention(
             warmup_steps=WARMUP_STEPS,
             provider=provider,
             mode=mode,
-            batch=shape.batch,
-            heads=shape.heads,
-            seq=shape.seq,
-            head_dim=shape.head_dim,
-            causal=shape.causal,
-            dtype=str(dtype).removeprefix("torch."),
+            **shape.as_extra_info(dtype),
             compile_s=first_call_s,
             **_kernel_configs(provider, mode),
         )
