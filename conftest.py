@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from perf import allreduce_report, attention_report, compile_report, harness, memory_report, precision_report
+from perf import (
+    allreduce_report,
+    attention_report,
+    compile_report,
+    dp_report,
+    harness,
+    memory_report,
+    precision_report,
+)
 from perf.attention_shapes import SWEEPS
 from perf.tiers import ALLREDUCE_SWEEP, AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
 from perf.transfer_workloads import byte_size_label, parse_byte_size
@@ -508,6 +516,7 @@ SUMMARY_TABLES = [
     *precision_report.TABLES,
     *memory_report.TABLES,
     (allreduce_report.TITLE, allreduce_report.table),
+    *dp_report.TABLES,
 ]
 
 

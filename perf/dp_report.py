@@ -1,0 +1,124 @@
+"""End-of-run tables of the data-parallel suites: the step time of each variant, and the optimizer
+memory per rank with AdamW's state whole and sharded.
+
+Each table picks its suite's results out of all benchmarks' extra_info by their `suite` key.
+`TABLES` lists the tables with their titles; `table` gives all of them under one title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from model.config import PRESETS
+from perf.dp_workloads import BUCKETED, OPTIMIZER_KINDS, SHARDED_SUITE, SUITE, VARIANTS
+from perf.report_format import Info, fmt, registry_order, titled
+
+STEP_TITLE = (
+    "data-parallel training step per variant: overhead and share over one GPU alone ('single'), "
+    "speed against torch DDP (below 1: faster)"
+)
+MEMORY_TITLE = "optimizer memory per rank (GiB; the largest rank's): AdamW's state whole and sharded"
+TITLE = "data parallel: training step per variant, sharded optimizer memory"
+
+# Every result of a suite carries these; one that lacks any is not shown.
+_KEYS = {
+    SUITE: ("variant", "preset", "backend", "world_size", "batch_per_rank", "context"),
+    SHARDED_SUITE: ("optimizer_kind", "preset", "backend", "world_size", "batch_per_rank", "context"),
+}
+
+
+def _of(suite: str, infos: Iterable[Info]) -> list[Info]:
+    return [x for x in infos if x.get("suite") == suite and all(key in x for key in _KEYS[suite])]
+
+
+def _setup(x: Info) -> tuple:
+    return (x["preset"], x["backend"], x["world_size"], x["batch_per_rank"], x["context"])
+
+
+def _setup_order(x: Info) -> tuple:
+    return (registry_order(x["preset"], PRESETS), *_setup(x)[1:])
+
+
+def _setup_line(x: Info) -> str:
+    return (
+        f"{x['preset']} fp32, {x['backend']} with {x['world_size']} ranks, batch {x['batch_per_rank']} "
+        f"per rank, ctx {x['context']}"
+    )
+
+
+def _variant_label(x: Info) -> str:
+    if x["variant"] == BUCKETED:
+        return f"{BUCKETED} {x['bucket_size_mb']:g}MiB"
+    return x["variant"]
+
+
+def _gib(value: float | None) -> str:
+    return fmt(None if value is None else value / 2**30, ".2f")
+
+
+def step_table(infos: Iterable[Info]) -> list[str]:
+    results = _of(SUITE, infos)
+    if not results:
+        return []
+    results.sort(
+        key=lambda x: (
+            _setup_order(x),
+            registry_order(x["variant"], (*VARIANTS, BUCKETED)),
+            x.get("bucket_size_mb") or 0.0,
+        )
+    )
+    lines = [
+        f"{'variant':<18} {'ms':>10} {'tokens/s':>11} {'sync ms':>9} {'overhead ms':>11} {'share':>6} "
+        f"{'vs DDP':>7}"
+    ]
+    setup = None
+    for x in results:
+        if _setup(x) != setup:
+            setup = _setup(x)
+            lines.append(_setup_line(x))
+        lines.append(
+            f"  {_variant_label(x):<16} {fmt(x.get('median_ms'), '.3f'):>10} "
+            f"{fmt(x.get('tokens_per_s'), '.0f'):>11} {fmt(x.get('sync_wait_ms'), '.3f'):>9} "
+            f"{fmt(x.get('comm_overhead_ms'), '.3f'):>11} {fmt(x.get('comm_share'), '.0%'):>6} "
+            f"{fmt(x.get('vs_torch_ddp'), '.2f', 'x'):>7}"
+        )
+    if any(x["variant"] == "torch_ddp" for x in results):
+        lines.append(
+            "sync ms: time in finish_gradient_synchronization; torch_ddp's all-reduces run in backward"
+        )
+    return lines
+
+
+def memory_table(infos: Iterable[Info]) -> list[str]:
+    results = _of(SHARDED_SUITE, infos)
+    if not results:
+        return []
+    results.sort(key=lambda x: (_setup_order(x), registry_order(x["optimizer_kind"], OPTIMIZER_KINDS)))
+    lines = [
+        f"{'optimizer':<15} {'built':>7} {'pre-step':>8} {'stepped':>8} {'peak':>7} {'state MiB':>10} "
+        f"{'vs adamw':>8} {'ms':>10}"
+    ]
+    setup = None
+    for x in results:
+        if _setup(x) != setup:
+            setup = _setup(x)
+            lines.append(_setup_line(x))
+        state = x.get("optimizer_state_bytes")
+        lines.append(
+            f"  {x['optimizer_kind']:<13} {_gib(x.get('after_build_bytes')):>7} "
+            f"{_gib(x.get('before_step_bytes')):>8} {_gib(x.get('after_step_bytes')):>8} "
+            f"{_gib(x.get('peak_bytes')):>7} {fmt(None if state is None else state / 2**20, '.1f'):>10} "
+            f"{fmt(x.get('state_vs_adamw'), '.3f'):>8} {fmt(x.get('median_ms'), '.3f'):>10}"
+        )
+    return lines
+
+
+TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
+    (STEP_TITLE, step_table),
+    (MEMORY_TITLE, memory_table),
+]
+
+
+def table(infos: Iterable[Info]) -> list[str]:
+    """Every non-empty table of TABLES under its title; none if no result is of these suites."""
+    return titled(TABLES, infos)

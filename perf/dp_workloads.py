@@ -1,0 +1,425 @@
+"""Data-parallel training steps on 2 ranks: each wrapper of parallel/ddp.py against one GPU alone and
+torch's DistributedDataParallel, and the optimizer memory that ShardedOptimizer saves.
+
+`measure_data_parallel` and `measure_optimizer_memory` run in every rank of a
+`parallel.launch.run_ranks` group (nccl: one GPU per rank; gloo: the CPU). Starting the ranks and
+building an xl model cost seconds, so one call measures every case in turn, freeing each case's
+model, gradients and optimizer state before building the next; every rank returns the same result.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from model.config import ModelConfig
+from model.loss import cross_entropy
+from model.optim import build_optimizer
+from parallel.ddp import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, check_bucket_size_mb
+from parallel.sharded_optimizer import ShardedOptimizer
+from perf.allreduce_workloads import timed_iterations
+from perf.harness import nvtx_range
+from perf.workloads import build_model, lm_config, random_batch
+
+# What the benchmarks pass to the harness as `suite`; the report recognizes them by it.
+SUITE = "data_parallel"
+SHARDED_SUITE = "sharded_optimizer"
+# The figures are for 2 GPUs: one host's pair, the smallest data-parallel group.
+WORLD_SIZE = 2
+# "single" is the same step on each rank without a wrapper or any communication: what one GPU alone
+# takes, the reference point. "torch_ddp" is torch.nn.parallel.DistributedDataParallel.
+VARIANTS = ("single", "naive", "flat", "individual", "torch_ddp")
+BUCKETED = "bucketed"
+OPTIMIZER_KINDS = ("adamw", "sharded_adamw")
+# torch DDP's default bucket_cap_mb, recorded beside its results.
+TORCH_DDP_BUCKET_MB = 25.0
+# Per rank: the xl fp32 figures are for batch 2 and context 512 (about 32 GB per rank with AdamW and
+# torch DDP's gradient buckets, within an H100's 80 GB); the CPU runs tiny at context 128.
+BATCH_PER_RANK = 2
+CONTEXT = {"nccl": 512, "gloo": 128}
+LEARNING_RATE = 1e-4
+# Untimed steps before each case's timed ones: the first allocates gradients and AdamW's state, and
+# NCCL sets up its channels at the first all-reduce of each size; the last decides how many are timed.
+WARMUP_STEPS = 2
+# At most this many timed steps per case: an xl step is about 400 ms, 20 of them 8 s per case.
+MAX_TIMED_STEPS = 20
+# The run's time limit, beyond which the ranks count as hung. Starting it: spawning the ranks,
+# importing torch in each, CUDA contexts and NCCL communicators (seconds; 120 s leaves a wide margin).
+STARTUP_S = 120.0
+# Per case beyond its steps: building an xl model on the GPU, the wrapper's broadcast of 6.4 GB of
+# weights, freeing it all again (a few seconds on an H100).
+BUILD_S = 30.0
+# The slowest step not taken for a hang: an xl step is about 0.4 s; the naive variant's 435 blocking
+# all-reduces of 6.4 GB in all take about 0.7 s more over 10 GB/s PCIe.
+SLOWEST_STEP_S = 5.0
+
+
+@dataclass(frozen=True)
+class DPCase:
+    """One measured case: a variant of VARIANTS, or "bucketed" with its bucket size in MiB."""
+
+    variant: str
+    bucket_size_mb: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.variant == BUCKETED:
+            check_bucket_size_mb(self.bucket_size_mb)
+        elif self.variant not in VARIANTS:
+            raise ValueError(
+                f"variant: unknown value {self.variant!r}; accepted: {', '.join((*VARIANTS, BUCKETED))}"
+            )
+        elif self.bucket_size_mb is not None:
+            raise ValueError(
+                f"bucket_size_mb: only the {BUCKETED!r} variant takes one; got {self.bucket_size_mb!r} "
+                f"for {self.variant!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        """'naive', or 'bucketed 10MiB': the name of its NVTX range (after 'dp_') and its report row."""
+        if self.variant == BUCKETED:
+            return f"{BUCKETED} {self.bucket_size_mb:g}MiB"
+        return self.variant
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Seconds per timed step, each the slowest rank's, and each step's longest wait in
+    finish_gradient_synchronization (zeros for "single", which has none, and "torch_ddp", whose
+    all-reduces run inside backward)."""
+
+    step_s: tuple[float, ...]
+    sync_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class OptimizerMemory:
+    """One optimizer's figures, each the largest over the ranks. CUDA allocator figures are None on
+    the CPU; the optimizer state is counted from its tensors there too."""
+
+    after_build_bytes: int | None
+    before_step_bytes: int | None
+    after_step_bytes: int | None
+    peak_bytes: int | None
+    optimizer_state_bytes: int
+    state_bytes_per_rank: tuple[int, ...]
+    step_s: tuple[float, ...]
+
+
+# --------------------------------------------------------------------------- pure parts
+def cases_for(bucket_sizes_mb: Iterable[float]) -> tuple[DPCase, ...]:
+    """Every variant, then one bucketed case per size: the order the ranks measure them in."""
+    return (*(DPCase(v) for v in VARIANTS), *(DPCase(BUCKETED, size) for size in bucket_sizes_mb))
+
+
+def backend_for(visible_gpus: int) -> str | None:
+    """nccl with a GPU per rank; gloo on the CPU where no GPU is visible; None where there are GPUs,
+    but fewer than WORLD_SIZE: CPU figures would then be read as the GPU's."""
+    if not isinstance(visible_gpus, int) or isinstance(visible_gpus, bool) or visible_gpus < 0:
+        raise ValueError(f"visible_gpus: an int >= 0 is accepted; got {visible_gpus!r}")
+    if visible_gpus == 0:
+        return "gloo"
+    return "nccl" if visible_gpus >= WORLD_SIZE else None
+
+
+def dp_config(preset: str, backend: str) -> ModelConfig:
+    """The preset at the backend's context length with BATCH_PER_RANK sequences: one rank's share."""
+    if backend not in CONTEXT:
+        raise ValueError(f"backend: unknown value {backend!r}; accepted: {', '.join(CONTEXT)}")
+    return lm_config(preset, CONTEXT[backend]).replace(batch_size=BATCH_PER_RANK)
+
+
+def run_timeout_s(case_count: int, budget_s: float, min_steps: int) -> float:
+    """The time limit of one run over `case_count` cases: beyond it the ranks count as hung.
+
+    Each case gets three times its timing budget (the barrier and synchronizations around every step
+    add to it), its build, and its warm-up and minimum timed steps at the slowest step time.
+    """
+    if not isinstance(case_count, int) or isinstance(case_count, bool) or case_count < 1:
+        raise ValueError(f"case_count: an int >= 1 is accepted; got {case_count!r}")
+    if not 0 <= budget_s < math.inf:
+        raise ValueError(f"budget_s: a finite number >= 0 is accepted; got {budget_s!r}")
+    if not isinstance(min_steps, int) or isinstance(min_steps, bool) or min_steps < 1:
+        raise ValueError(f"min_steps: an int >= 1 is accepted; got {min_steps!r}")
+    per_case = 3 * budget_s + BUILD_S + (WARMUP_STEPS + min_steps) * SLOWEST_STEP_S
+    return STARTUP_S + case_count * per_case
+
+
+def comparison_figures(times: dict[DPCase, StepTimes], case: DPCase) -> dict[str, float | None]:
+    """A case's medians set against "single" and "torch_ddp" where those were measured.
+
+    comm_overhead_ms: what data parallelism adds to one GPU's step; comm_share: its part of the step;
+    vs_torch_ddp: the step over torch DDP's (below 1: faster).
+    """
+    if case not in times:
+        raise ValueError(f"case: {case.label!r} is not among the measured {[c.label for c in times]}")
+    median_ms = _median_ms(times[case].step_s)
+    single, torch_ddp = times.get(DPCase("single")), times.get(DPCase("torch_ddp"))
+    overhead = median_ms - _median_ms(single.step_s) if single else None
+    return {
+        "sync_wait_ms": _median_ms(times[case].sync_s),
+        "comm_overhead_ms": overhead,
+        "comm_share": overhead / median_ms if overhead is not None else None,
+        "vs_torch_ddp": median_ms / _median_ms(torch_ddp.step_s) if torch_ddp else None,
+    }
+
+
+def _median_ms(seconds: Sequence[float]) -> float:
+    return statistics.median(seconds) * 1e3
+
+
+def adamw_options(device: torch.device) -> dict[str, Any]:
+    """torch AdamW's implementation: fused on GPUs (one kernel for all tensors: the foreach version took
+    104 ms of a 228 ms 2.7b step on an H100); foreach on the CPU, where torch picks the per-tensor loop."""
+    return {"fused": True} if device.type == "cuda" else {"foreach": True}
+
+
+def build_adamw(params: Iterable[nn.Parameter], kind: str, device: torch.device) -> torch.optim.Optimizer:
+    """kind 'adamw': torch's AdamW over every parameter; 'sharded_adamw': the same, each rank over its
+    share (ShardedOptimizer: needs a process group)."""
+    if kind == "adamw":
+        return build_optimizer(params, impl="torch", lr=LEARNING_RATE, **adamw_options(device))
+    if kind == "sharded_adamw":
+        return ShardedOptimizer(params, torch.optim.AdamW, lr=LEARNING_RATE, **adamw_options(device))
+    raise ValueError(f"kind: unknown value {kind!r}; accepted: {', '.join(OPTIMIZER_KINDS)}")
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the tensors in this rank's optimizer state (for a ShardedOptimizer, its own shard's)."""
+    inner = optimizer.local_optimizer if isinstance(optimizer, ShardedOptimizer) else optimizer
+    return sum(
+        value.nbytes
+        for per_param in inner.state.values()
+        for value in per_param.values()
+        if isinstance(value, torch.Tensor)
+    )
+
+
+# --------------------------------------------------------------------------- in every rank
+def measure_data_parallel(
+    rank: int,
+    world_size: int,
+    preset: str,
+    cases: Sequence[DPCase],
+    budget_s: float,
+    min_steps: int,
+    max_steps: int,
+) -> dict[DPCase, StepTimes]:
+    """In every rank of a process group: time training steps of each case in turn; the same result on
+    every rank. The timed steps of a case are an NVTX range "dp_<case label>"."""
+    device = _rank_device()
+    config = dp_config(preset, dist.get_backend())
+    results: dict[DPCase, StepTimes] = {}
+    for case in cases:
+        step = _training_step(case, config, rank, device)
+        warmup = [_timed_step(step, device)[0] for _ in range(WARMUP_STEPS)]
+        # The slowest rank's last warm-up: every rank derives the same count from it, as it must,
+        # since a rank that took one step more would wait forever for its peers.
+        slowest = torch.tensor([warmup[-1]], dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        steps = timed_iterations(slowest.item(), budget_s, min_steps, max_steps)
+        with nvtx_range(f"dp_{case.label}"):
+            timed = [_timed_step(step, device) for _ in range(steps)]
+        results[case] = StepTimes(
+            _slowest_per_step([t for t, _ in timed], world_size, device),
+            _slowest_per_step([s for _, s in timed], world_size, device),
+        )
+        # The step's closure held the model, its gradients, the wrapper and the optimizer: xl in fp32
+        # with AdamW is about 32 GB per rank, which must be back before the next case builds its own.
+        del step
+        _free(device)
+    return results
+
+
+def measure_optimizer_memory(
+    rank: int, world_size: int, preset: str, kinds: Sequence[str], steps: int
+) -> dict[str, OptimizerMemory]:
+    """In every rank: per optimizer kind, memory after building, before and after the first optimizer
+    step (AdamW allocates its state there) and the peak of that first training step; then `steps` timed
+    steps. Gradients are averaged by DDPIndividualParameters, which reduces them in place: no extra
+    buffer the size of the gradients adds to the peak."""
+    device = _rank_device()
+    config = dp_config(preset, dist.get_backend())
+    results: dict[str, OptimizerMemory] = {}
+    for kind in kinds:
+        _free(device)
+        torch.manual_seed(rank)  # other weights per rank: the wrapper's broadcast makes them equal
+        wrapped = DDPIndividualParameters(build_model("sdpa", config, device))
+        optimizer = build_adamw(wrapped.module.parameters(), kind, device)
+        inputs, targets = random_batch(config, device, seed=rank)  # (B, T) each, other rows per rank
+        after_build = _allocated(device)
+        _reset_peak(device)
+        optimizer.zero_grad(set_to_none=True)
+        cross_entropy(wrapped(inputs), targets).backward()  # logits (B, T, V)
+        wrapped.finish_gradient_synchronization()
+        before_step = _allocated(device)
+        optimizer.step()
+        after_step = _allocated(device)
+        peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+        state = optimizer_state_bytes(optimizer)
+        step = _step_function(wrapped, wrapped.finish_gradient_synchronization, optimizer, inputs, targets)
+        step_s = _slowest_per_step([_timed_step(step, device)[0] for _ in range(steps)], world_size, device)
+        per_rank = _gathered((after_build, before_step, after_step, peak, state), world_size)
+        largest = [_largest(figure) for figure in zip(*per_rank, strict=True)]  # each over the ranks
+        results[kind] = OptimizerMemory(
+            *largest, state_bytes_per_rank=tuple(figures[-1] for figures in per_rank), step_s=step_s
+        )
+        del wrapped, optimizer, step, inputs, targets
+    _free(device)
+    return results
+
+
+def _rank_device() -> torch.device:
+    """cuda:rank for NCCL (parallel.launch sets it current); the CPU for gloo, its cores shared out."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    _share_host_cores(dist.get_world_size())
+    return torch.device("cpu")
+
+
+def _share_host_cores(world_size: int) -> None:
+    """An equal share of the cores to this rank's intra-op threads. torch's default of a thread per core
+    in every rank oversubscribes them: 2 ranks on 2 cores took 0.4 to 2.4 s per tiny step with 2 threads
+    each, 0.12 to 0.25 s with one."""
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+
+
+def _training_step(
+    case: DPCase, config: ModelConfig, rank: int, device: torch.device
+) -> Callable[[], tuple[Any, Any] | None]:
+    """The case's model, wrapper, optimizer and batch, and its step (see _step_function)."""
+    torch.manual_seed(rank)  # other weights per rank: the wrappers' broadcast makes them equal
+    model = build_model("sdpa", config, device)
+    inputs, targets = random_batch(config, device, seed=rank)  # (B, T) each, other rows per rank
+    optimizer = build_adamw(model.parameters(), "adamw", device)
+    if case.variant == "single":
+        return _step_function(model, None, optimizer, inputs, targets)
+    if case.variant == "torch_ddp":
+        # As users build it: default buckets (25 MiB), and buffers broadcast before every forward,
+        # which the project's wrappers do only when built. The model's only buffers are its RoPE tables,
+        # 128 KiB at xl and context 512: one broadcast of microseconds in a step of about 400 ms.
+        wrapped = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+        return _step_function(wrapped, None, optimizer, inputs, targets)
+    wrappers = {"naive": DDPNaive, "flat": DDPFlat, "individual": DDPIndividualParameters}
+    if case.variant == BUCKETED:
+        wrapped = DDPBucketed(model, bucket_size_mb=case.bucket_size_mb)
+    else:
+        wrapped = wrappers[case.variant](model)
+    return _step_function(wrapped, wrapped.finish_gradient_synchronization, optimizer, inputs, targets)
+
+
+def _step_function(
+    model: nn.Module,
+    finish: Callable[[], None] | None,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+) -> Callable[[], tuple[Any, Any] | None]:
+    """A training step that returns the marks around `finish` (None without one).
+
+    On a GPU, CUDA events around `finish` time it on the stream without synchronizing inside the step:
+    from the end of backward's kernels to the last gradient averaged, which for the overlapping wrappers
+    is the communication that backward did not hide. On the CPU the host clock does.
+    """
+    cuda = inputs.device.type == "cuda"
+
+    def step() -> tuple[Any, Any] | None:
+        optimizer.zero_grad(set_to_none=True)
+        with nvtx_range("forward"):
+            loss = cross_entropy(model(inputs), targets)  # logits (B, T, V)
+        with nvtx_range("backward"):
+            loss.backward()
+        marks = None
+        if finish is not None:
+            with nvtx_range("gradient_sync"):
+                start = _mark(cuda)
+                finish()
+                marks = start, _mark(cuda)
+        with nvtx_range("optimizer_step"):
+            optimizer.step()
+        return marks
+
+    return step
+
+
+def _mark(cuda: bool) -> Any:
+    if not cuda:
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def _timed_step(step: Callable[[], tuple[Any, Any] | None], device: torch.device) -> tuple[float, float]:
+    """(seconds of one step on this rank, started when all ranks are ready; seconds in finish).
+
+    The barrier first: a rank that left the previous step late would start this one late, and its
+    peers, waiting for it in their first all-reduce, would count that skew as this step's time.
+    Synchronizing before the end clock waits for the step's kernels and NCCL's all-reduces.
+    """
+    dist.barrier()
+    _synchronize(device)
+    start = time.perf_counter()
+    marks = step()
+    _synchronize(device)
+    seconds = time.perf_counter() - start
+    if marks is None:
+        return seconds, 0.0
+    begin, end = marks  # CUDA events can be read only once they have completed: after the synchronize
+    return seconds, begin.elapsed_time(end) / 1e3 if device.type == "cuda" else end - begin
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _slowest_per_step(seconds: list[float], world_size: int, device: torch.device) -> tuple[float, ...]:
+    """Each step's longest time over the ranks: the step is done when its last rank is. For the time in
+    finish, the longest is the rank that finished backward first and waited for its peer."""
+    mine = torch.tensor(seconds, dtype=torch.float64, device=device)  # (steps,)
+    everyone = [torch.empty_like(mine) for _ in range(world_size)]
+    dist.all_gather(everyone, mine)
+    return tuple(torch.stack(everyone).amax(dim=0).tolist())  # (world_size, steps) -> (steps,)
+
+
+def _gathered(figures: tuple, world_size: int) -> list[tuple]:
+    """Every rank's figures, in rank order."""
+    everyone: list[tuple | None] = [None] * world_size
+    dist.all_gather_object(everyone, figures)
+    return everyone
+
+
+def _largest(values: Iterable[int | None]) -> int | None:
+    values = list(values)
+    return None if any(v is None for v in values) else max(values)
+
+
+def _allocated(device: torch.device) -> int | None:
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    return torch.cuda.memory_allocated(device)
+
+
+def _reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _free(device: torch.device) -> None:
+    gc.collect()  # the wrappers' gradient hooks hold their module in a reference cycle
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

@@ -1,0 +1,169 @@
+"""Data-parallel training on 2 ranks: step time of each wrapper against one GPU alone and torch DDP, and
+the optimizer memory that sharding AdamW's state saves.
+
+Parametrized by the tier (conftest.py): the preset, and DDPBucketed's bucket sizes; the variants and
+optimizer kinds here. Starting the ranks and building the model cost seconds (minutes at xl for every
+variant), so the first test of a preset measures every case of its suite in one run of ranks
+(perf/dp_workloads.py); each test then hands its own case's steps to pytest-benchmark as rounds. The
+end of the run tabulates them (perf/dp_report.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from parallel.launch import RankFailed, RanksTimedOut, run_ranks
+from perf.dp_workloads import (
+    BUCKETED,
+    MAX_TIMED_STEPS,
+    OPTIMIZER_KINDS,
+    SHARDED_SUITE,
+    SUITE,
+    TORCH_DDP_BUCKET_MB,
+    VARIANTS,
+    WORLD_SIZE,
+    DPCase,
+    OptimizerMemory,
+    StepTimes,
+    backend_for,
+    cases_for,
+    comparison_figures,
+    dp_config,
+    measure_data_parallel,
+    measure_optimizer_memory,
+    run_timeout_s,
+)
+from perf.harness import TimingPolicy, Work
+from perf.tiers import Tier
+
+# (suite, backend, preset, cases, budget, min and max steps) -> every case's result, or the error of the
+# run that was to measure them: the cases after the first do not start the ranks again.
+_RUNS: dict[tuple, dict | Exception] = {}
+# Timed steps per optimizer in the memory run: a timing for the harness, not the figure it is for.
+MEMORY_TIMED_STEPS = 5
+
+
+def _backend() -> str:
+    gpus = torch.cuda.device_count()
+    backend = backend_for(gpus)
+    if backend is None:
+        pytest.skip(f"data parallel on GPUs needs {WORLD_SIZE}; {gpus} visible")
+    return backend
+
+
+def _measured(
+    key: tuple, backend: str, measure: Callable[..., dict], args: tuple, timeout_s: float, what: str
+) -> dict:
+    if key not in _RUNS:
+        try:
+            per_rank = run_ranks(measure, WORLD_SIZE, backend=backend, args=args, timeout_s=timeout_s)
+        except (RankFailed, RanksTimedOut) as err:
+            _RUNS[key] = err
+            raise
+        _RUNS[key] = per_rank[0]  # every rank returns the same gathered figures
+    outcome = _RUNS[key]
+    if isinstance(outcome, Exception):
+        pytest.fail(f"the run measuring {what} failed:\n{outcome}")
+    return outcome
+
+
+def _steps(backend: str, preset: str, tier: Tier, policy: TimingPolicy) -> dict[DPCase, StepTimes]:
+    cases = cases_for(tier.bucket_sizes_mb)
+    max_steps = max(policy.min_rounds, MAX_TIMED_STEPS)
+    key = (SUITE, backend, preset, cases, policy.budget_s, policy.min_rounds, max_steps)
+    return _measured(
+        key,
+        backend,
+        measure_data_parallel,
+        (preset, cases, policy.budget_s, policy.min_rounds, max_steps),
+        run_timeout_s(len(cases), policy.budget_s, policy.min_rounds),
+        f"every data-parallel variant of {preset} with {backend}",
+    )
+
+
+def _record_step(bench, tier: Tier, preset: str, case: DPCase) -> None:
+    backend = _backend()
+    config = dp_config(preset, backend)  # an unknown preset fails here, before any rank starts
+    # Every variant of a preset side by side, the bucket sizes among them, "single" the reference.
+    bench.benchmark.group = f"data parallel {preset} fp32 world{WORLD_SIZE}"
+    times = _steps(backend, preset, tier, bench.policy)
+    measured = times[case]
+    assert len(measured.step_s) >= bench.policy.min_rounds and min(measured.step_s) > 0
+    # Each step's time in finish_gradient_synchronization lies inside the step, on every rank.
+    assert all(0 <= sync <= step for sync, step in zip(measured.sync_s, measured.step_s, strict=True))
+    bench.record_rounds(
+        measured.step_s,
+        # tokens/s is the global rate: every rank's batch counts.
+        work=Work(tokens=WORLD_SIZE * config.batch_size * config.context_length),
+        suite=SUITE,
+        variant=case.variant,
+        bucket_size_mb=TORCH_DDP_BUCKET_MB if case.variant == "torch_ddp" else case.bucket_size_mb,
+        preset=preset,
+        world_size=WORLD_SIZE,
+        backend=backend,
+        batch_per_rank=config.batch_size,
+        context=config.context_length,
+        **comparison_figures(times, case),
+    )
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_data_parallel_step(bench, tier: Tier, dp_preset: str, variant: str):
+    """A training step (zero_grad, forward, loss, backward, gradient averaging, AdamW) of `variant`."""
+    _record_step(bench, tier, dp_preset, DPCase(variant))
+
+
+def test_data_parallel_bucketed(bench, tier: Tier, dp_preset: str, bucket_size_mb: float):
+    """The training step of DDPBucketed with buckets of at most `bucket_size_mb` MiB."""
+    _record_step(bench, tier, dp_preset, DPCase(BUCKETED, bucket_size_mb))
+
+
+def _memory(backend: str, preset: str) -> dict[str, OptimizerMemory]:
+    key = (SHARDED_SUITE, backend, preset, OPTIMIZER_KINDS, MEMORY_TIMED_STEPS)
+    return _measured(
+        key,
+        backend,
+        measure_optimizer_memory,
+        (preset, OPTIMIZER_KINDS, MEMORY_TIMED_STEPS),
+        # No budget: a fixed number of steps, the first of them in the place of a warm-up.
+        run_timeout_s(len(OPTIMIZER_KINDS), 0.0, MEMORY_TIMED_STEPS),
+        f"the optimizer memory of {preset} with {backend}",
+    )
+
+
+@pytest.mark.parametrize("optimizer_kind", OPTIMIZER_KINDS)
+def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, optimizer_kind: str):
+    """Memory per rank with AdamW over every parameter, and with its state sharded over the ranks.
+
+    after_build: weights; before_step: and gradients; after_step: and AdamW's state, allocated by its
+    first step; peak: the most that first training step (forward to optimizer step) had allocated.
+    """
+    backend = _backend()
+    config = dp_config(dp_preset, backend)
+    bench.benchmark.group = f"sharded optimizer {dp_preset} fp32 world{WORLD_SIZE}"
+    memory = _memory(backend, dp_preset)
+    measured, unsharded = memory[optimizer_kind], memory["adamw"]
+    assert measured.optimizer_state_bytes > 0
+    if optimizer_kind == "sharded_adamw":
+        # Each rank keeps the state of its own parameters only.
+        assert measured.optimizer_state_bytes < unsharded.optimizer_state_bytes
+    bench.record_rounds(
+        measured.step_s,
+        work=Work(tokens=WORLD_SIZE * config.batch_size * config.context_length),
+        suite=SHARDED_SUITE,
+        optimizer_kind=optimizer_kind,
+        preset=dp_preset,
+        world_size=WORLD_SIZE,
+        backend=backend,
+        batch_per_rank=config.batch_size,
+        context=config.context_length,
+        after_build_bytes=measured.after_build_bytes,
+        before_step_bytes=measured.before_step_bytes,
+        after_step_bytes=measured.after_step_bytes,
+        peak_bytes=measured.peak_bytes,
+        optimizer_state_bytes=measured.optimizer_state_bytes,
+        state_vs_adamw=measured.optimizer_state_bytes / unsharded.optimizer_state_bytes,
+    )
