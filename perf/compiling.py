@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch._dynamo.utils import counters
 
 
 @contextlib.contextmanager
@@ -54,6 +53,10 @@ def graph_cache_lookups() -> Iterator[dict[str, int]]:
     """
 
     def totals() -> tuple[int, int]:
+        # Imported here, not at the top: importing torch._dynamo sets up Triton's runtime, which
+        # then ignores a TRITON_INTERPRET set later (tests/conftest.py sets it for CPU-only runs).
+        from torch._dynamo.utils import counters
+
         inductor = counters["inductor"]  # looked up each time: counters.clear() drops the entry
         return inductor["fxgraph_cache_hit"], inductor["fxgraph_cache_miss"]
 

@@ -1,5 +1,8 @@
 import math
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -161,3 +164,30 @@ def test_cpu_tensors_without_the_interpreter_say_what_is_needed(monkeypatch):
     monkeypatch.setattr(ws, "INTERPRETED", False)
     with pytest.raises(ValueError, match=r"x is on cpu: Triton needs a CUDA GPU, or TRITON_INTERPRET=1 set"):
         weighted_sum(torch.ones(4, 8), torch.ones(8))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only set-up of Triton's interpreter")
+def test_interpreter_is_set_up_before_anything_imports_triton_runtime(tmp_path):
+    """tests/conftest.py turns the interpreter on; the root conftest, loaded first, must not have set up
+    Triton's runtime by then (importing torch._dynamo does), or kernels fail in the interpreter."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-x",
+            __file__,
+            "-k",
+            "matches_reference",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
