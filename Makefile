@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: env test bench baseline clean-env
+.PHONY: env test bench baseline gate clean-env
 
 env: $(VENV)/.suite-ready
 
@@ -23,6 +23,11 @@ bench: env
 # Record a new baseline for this machine under baselines/<gpu>/ (a new numbered file, never an overwrite).
 baseline: env
 	$(PY) -m pytest perf/ --benchmark-save=$${NAME-baseline} $(ARGS)
+
+# Fail only on slowdowns beyond the threshold and the runs' own noise that persist when measured again.
+# GATE_ARGS go to the gate (--threshold, --z, --remeasure, --baseline); ARGS to pytest.
+gate: env
+	$(PY) -m perf.gate $(GATE_ARGS) -- $(ARGS)
 
 clean-env:
 	rm -rf $(VENV)

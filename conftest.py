@@ -20,6 +20,7 @@ from perf import (
     attention_report,
     compile_report,
     dp_report,
+    gate,
     harness,
     memory_report,
     precision_report,
@@ -360,12 +361,7 @@ def _baseline_problem(path: Path, device: torch.device) -> str | None:
 
 def _recorded_on(perf_info: object) -> str:
     """The processor a result belongs to: the GPU model, or the CPU model for CPU runs."""
-    if not isinstance(perf_info, dict):
-        return "an unknown machine (no 'perf' machine info)"
-    gpu = perf_info.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    return f"the CPU ({perf_info.get('cpu_model', 'unknown model')})"
+    return gate.recorded_on(perf_info) or "an unknown machine (no 'perf' machine info)"
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:

@@ -1,0 +1,431 @@
+"""The regression gate (perf/gate.py) on synthetic result files: the noise rule, re-measurement with a
+fake pytest runner, the report, and every refusal (exit 2 with one line on stderr)."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perf import gate
+from perf.gate import IQR_PER_SIGMA, Timing, classify, median_standard_error
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = "NVIDIA H100 80GB HBM3"
+NAN = float("nan")
+NAMES = [
+    f"perf/test_end_to_end.py::test_{mode}[naive-small-fp32-ctx{context}-warm2]"
+    for mode in ("forward", "forward_backward", "train_step")
+    for context in (128, 256, 512, 1024)
+]
+
+
+# --------------------------------------------------------------------------- synthetic result files
+def stats(median: float, iqr_fraction: float = 0.02, rounds: int = 40, seed: int = 0) -> dict:
+    """pytest-benchmark stats of `rounds` per-round times, normal around `median` with the given IQR."""
+    sigma = median * iqr_fraction / IQR_PER_SIGMA
+    if sigma > 0 and rounds > 1:
+        normal = statistics.NormalDist(median, sigma)
+        data = [normal.inv_cdf((i + 0.5) / rounds) for i in range(rounds)]
+    else:
+        data = [median] * rounds
+    random.Random(seed).shuffle(data)
+    q1, _, q3 = statistics.quantiles(data, n=4) if rounds > 1 else (data[0],) * 3
+    return {
+        "min": min(data),
+        "max": max(data),
+        "mean": statistics.fmean(data),
+        "stddev": statistics.stdev(data) if rounds > 1 else 0.0,
+        "median": statistics.median(data),
+        "iqr": q3 - q1,
+        "q1": q1,
+        "q3": q3,
+        "rounds": rounds,
+        "iterations": 1,
+        "data": data,
+    }
+
+
+def write_results(path: Path, benchmarks: dict[str, dict], gpu: str | None = H100) -> Path:
+    """A result file as `pytest --benchmark-json` writes it, with the suite's machine_info.perf."""
+    perf = {"device": "cuda" if gpu else "cpu", "cpu_model": "Intel(R) Xeon(R) Processor"}
+    if gpu:
+        perf["gpu"] = {"name": gpu, "count": 1}
+    entries = [
+        {"name": name.split("::")[1], "fullname": name, "group": None, "stats": s, "extra_info": {}}
+        for name, s in benchmarks.items()
+    ]
+    path.write_text(json.dumps({"machine_info": {"perf": perf}, "benchmarks": entries}))
+    return path
+
+
+def suite(medians: dict[str, float] | None = None, iqr_fraction: float = 0.02, seed: int = 0) -> dict:
+    """Every benchmark of NAMES at 10 ms plus its index (ms), `medians` (seconds) replacing some."""
+    medians = {**{name: 0.010 + i * 1e-3 for i, name in enumerate(NAMES)}, **(medians or {})}
+    return {name: stats(m, iqr_fraction, seed=seed + i) for i, (name, m) in enumerate(medians.items())}
+
+
+def run_gate(capsys, *argv, **kwargs) -> tuple[int, str, str]:
+    code = gate.main([str(a) for a in argv], **kwargs)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def section(out: str, title: str) -> list[str]:
+    """The rows (node ids) listed under a section of the report whose title starts with `title`."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        if "benchmark" not in line:  # the column header
+            rows.append(line.split()[-1])
+    return rows
+
+
+# --------------------------------------------------------------------------- the rule
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (Timing(10.0, 0.05), Timing(11.0, 0.05), "slower"),  # 10% > 5%, 1.0 > 3 * 0.07
+        (Timing(10.0, 0.05), Timing(9.0, 0.05), "faster"),
+        (Timing(10.0, 0.05), Timing(10.4, 0.05), "unchanged"),  # beyond noise, under the threshold
+        (Timing(10.0, 0.5), Timing(11.0, 0.5), "unchanged"),  # over the threshold, 1.0 < 3 * 0.71
+        (Timing(10.0, 0.5), Timing(9.0, 0.5), "unchanged"),
+        (Timing(10.0, None), Timing(10.6, 5.0), "slower"),  # one round: the threshold alone
+        (Timing(10.0, 0.0), Timing(10.6, 0.0), "slower"),  # identical rounds: no spread to exceed
+    ],
+)
+def test_classify(before, after, expected):
+    assert classify(before, after, threshold=0.05, z=3.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("threshold", "z", "message"),
+    [
+        (0.0, 3.0, "threshold must"),
+        (1.0, 3.0, "threshold must"),
+        (0.05, 0.0, "z must"),
+        (0.05, NAN, "z must"),
+    ],
+)
+def test_classify_rejects_bad_bounds(threshold, z, message):
+    with pytest.raises(ValueError, match=message):
+        classify(Timing(1.0, 0.1), Timing(1.0, 0.1), threshold, z)
+
+
+def test_median_standard_error():
+    # sigma = IQR / 1.349; se = 1.2533 sigma / sqrt(rounds)
+    assert median_standard_error({"rounds": 25, "iqr": 1.349, "stddev": 9.0}) == pytest.approx(
+        1.2533 / 5, 1e-4
+    )
+    # IQR 0 (rounds at the timer's resolution): the standard deviation stands in
+    assert median_standard_error({"rounds": 4, "iqr": 0.0, "stddev": 2.0}) == pytest.approx(1.2533, 1e-4)
+    assert median_standard_error({"rounds": 1, "iqr": 1.0, "stddev": 1.0}) is None
+
+
+# --------------------------------------------------------------------------- comparisons of files
+@pytest.mark.parametrize("seed", range(5))
+def test_unchanged_results_with_realistic_noise_pass(tmp_path, capsys, seed):
+    rng = random.Random(seed)
+    base = suite({n: 0.010 * (1 + i / 10) for i, n in enumerate(NAMES)}, iqr_fraction=0.025, seed=seed)
+    moved = {n: s["median"] * (1 + rng.choice((-1, 1)) * rng.uniform(0.01, 0.02)) for n, s in base.items()}
+    current = {n: stats(m, rng.uniform(0.02, 0.03), seed=100 + i) for i, (n, m) in enumerate(moved.items())}
+    code, out, err = run_gate(
+        capsys,
+        "--baseline",
+        write_results(tmp_path / "base.json", base),
+        "--current",
+        write_results(tmp_path / "current.json", current),
+    )
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1].startswith(f"PASS ({len(NAMES)} compared, 0 faster")
+
+
+def test_ten_percent_slowdown_with_two_percent_noise_fails_naming_only_it(tmp_path, capsys):
+    slow = NAMES[5]
+    base = suite()
+    current = suite({slow: base[slow]["median"] * 1.10}, seed=50)
+    code, out, _ = run_gate(
+        capsys,
+        "--baseline",
+        write_results(tmp_path / "base.json", base),
+        "--current",
+        write_results(tmp_path / "current.json", current),
+    )
+    assert code == 1
+    assert section(out, "regressions") == [slow]
+    assert [name for name in NAMES if name in out] == [slow]
+    assert out.splitlines()[-1].startswith("FAIL: 1 regression (")
+    row = next(line for line in out.splitlines() if slow in line)
+    base_ms, current_ms, ratio, noise_ms = map(float, row.split()[:4])
+    assert ratio == pytest.approx(1.10, abs=1e-3)
+    assert current_ms - base_ms > noise_ms > 0
+
+
+def test_ten_percent_slowdown_within_its_own_thirty_percent_spread_passes(tmp_path, capsys):
+    noisy = NAMES[2]
+    base = {**suite(), noisy: stats(0.012, iqr_fraction=0.30)}
+    current = {**suite(seed=9), noisy: stats(0.012 * 1.10, iqr_fraction=0.30, seed=3)}
+    code, out, _ = run_gate(
+        capsys,
+        "--baseline",
+        write_results(tmp_path / "base.json", base),
+        "--current",
+        write_results(tmp_path / "current.json", current),
+    )
+    assert code == 0
+    assert noisy not in out
+
+
+def test_improvements_new_and_missing_are_listed_and_do_not_fail(tmp_path, capsys):
+    faster, gone = NAMES[0], NAMES[1]
+    added = "perf/test_matmul.py::test_matmul[n4096]"
+    base = suite()
+    current = suite({faster: base[faster]["median"] * 0.8})
+    del current[gone]
+    current[added] = stats(0.02)
+    code, out, _ = run_gate(
+        capsys,
+        "--baseline",
+        write_results(tmp_path / "base.json", base),
+        "--current",
+        write_results(tmp_path / "current.json", current),
+    )
+    assert code == 0
+    assert section(out, "improvements") == [faster]
+    assert section(out, "new") == [added]
+    assert section(out, "missing") == [gone]
+    assert out.splitlines()[-1].startswith(f"PASS ({len(NAMES) - 1} compared, 1 faster")
+
+
+# --------------------------------------------------------------------------- re-measurement
+class FakeRunner:
+    """Stands in for `pytest ... --benchmark-json=PATH`: writes the next prepared result file."""
+
+    def __init__(self, *runs: dict[str, dict], exit_code: int = 0):
+        self.runs = list(runs)
+        self.exit_code = exit_code
+        self.calls: list[list[str]] = []
+
+    def __call__(self, args, json_path: Path) -> int:
+        self.calls.append(list(args))
+        if self.runs:
+            write_results(json_path, self.runs.pop(0))
+        return self.exit_code
+
+
+def test_suspect_that_vanishes_when_measured_again_does_not_persist(tmp_path, capsys):
+    slow = NAMES[3]
+    base = suite()
+    runner = FakeRunner(suite({slow: base[slow]["median"] * 1.2}), {slow: base[slow]})
+    baseline = write_results(tmp_path / "base.json", base)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--", "-k", "end_to_end", runner=runner)
+    assert code == 0
+    assert section(out, "did not persist") == [slow]
+    assert "regressions" not in out
+    # perf/ first; then only the suspect, with the same options; no second re-measurement once it is gone
+    assert runner.calls == [["perf/", "-k", "end_to_end"], [slow, "-k", "end_to_end"]]
+
+
+def test_suspect_that_stays_in_every_re_measurement_is_a_regression(tmp_path, capsys):
+    slow, flaky = NAMES[3], NAMES[7]
+    base = suite()
+    slower = {slow: base[slow]["median"] * 1.2, flaky: base[flaky]["median"] * 1.2}
+    runner = FakeRunner(
+        suite(slower), suite(slower, seed=1), {slow: stats(base[slow]["median"] * 1.15), flaky: base[flaky]}
+    )
+    baseline = write_results(tmp_path / "base.json", base)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--remeasure", 2, runner=runner)
+    assert code == 1
+    assert section(out, "regressions") == [slow]
+    assert section(out, "did not persist") == [flaky]
+    assert [call[:1] for call in runner.calls] == [["perf/"], [slow], [slow]]
+    assert sorted(runner.calls[1]) == sorted([slow, flaky])
+
+
+def test_node_ids_replace_the_default_selection(tmp_path, capsys):
+    node = "perf/test_end_to_end.py::test_forward"
+    runner = FakeRunner(suite())
+    baseline = write_results(tmp_path / "base.json", suite())
+    assert run_gate(capsys, "--baseline", baseline, "--", node, "--tier", "cpu", runner=runner)[0] == 0
+    assert runner.calls == [[node, "--tier", "cpu"]]
+
+
+def test_without_re_measurement_every_suspect_is_a_regression(tmp_path, capsys):
+    slow = NAMES[0]
+    base = suite()
+    runner = FakeRunner(suite({slow: base[slow]["median"] * 1.2}))
+    baseline = write_results(tmp_path / "base.json", base)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--remeasure", 0, runner=runner)
+    assert (code, len(runner.calls)) == (1, 1)
+    assert section(out, "regressions") == [slow]
+
+
+def test_default_baseline_is_the_newest_of_this_machine(tmp_path, capsys):
+    from perf import harness
+
+    folder = tmp_path / harness.machine_slug(harness.resolve_device("auto"))
+    folder.mkdir()
+    slow = NAMES[0]
+    write_results(folder / "0001_old.json", suite({slow: 0.005}))
+    newest = write_results(folder / "0002_new.json", suite())
+    current = write_results(tmp_path / "current.json", suite())
+    code, out, _ = run_gate(capsys, "--current", current, baselines_dir=tmp_path)
+    assert code == 0
+    assert out.splitlines()[0] == f"baseline: {newest} ({H100})"
+
+
+# --------------------------------------------------------------------------- refusals: exit 2
+def refused(capsys, *argv, **kwargs) -> str:
+    code, out, err = run_gate(capsys, *argv, **kwargs)
+    assert code == 2
+    assert "PASS" not in out
+    assert err.count("\n") == 1 and err.startswith("perf.gate: error: ")
+    return err
+
+
+@pytest.fixture
+def files(tmp_path) -> dict[str, Path]:
+    return {
+        "base": write_results(tmp_path / "base.json", suite()),
+        "current": write_results(tmp_path / "current.json", suite()),
+    }
+
+
+def test_truncated_file_is_refused_naming_it(tmp_path, capsys, files):
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text(files["current"].read_text()[:500])
+    err = refused(capsys, "--baseline", files["base"], "--current", truncated)
+    assert f"--current {truncated}: not valid JSON" in err
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA H200", None])
+def test_file_from_another_processor_is_refused_naming_it(tmp_path, capsys, files, gpu):
+    other = write_results(tmp_path / "other.json", suite(), gpu=gpu)
+    err = refused(capsys, "--baseline", files["base"], "--current", other)
+    assert f"--current {other} was recorded on {gpu or 'the CPU (Intel(R) Xeon(R) Processor)'}" in err
+    assert f"--baseline {files['base']} on {H100}" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        ("", "not valid JSON"),
+        ("[1, 2]", "no benchmarks in it"),
+        ('{"machine_info": {"perf": {}}, "benchmarks": []}', "no benchmarks in it"),
+        ('{"benchmarks": [{"fullname": "x", "stats": {"median": 1.0}}]}', "no machine_info.perf"),
+        ('{"machine_info": {"perf": {}}, "benchmarks": [{"fullname": "x"}]}', "benchmark #0 has no"),
+    ],
+)
+def test_bad_baseline_file_is_refused(tmp_path, capsys, files, content, message):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    err = refused(capsys, "--baseline", path, "--current", files["current"])
+    assert f"--baseline {path}: {message}" in err
+
+
+def test_unreadable_file_is_refused(tmp_path, capsys, files):
+    err = refused(capsys, "--baseline", tmp_path, "--current", files["current"])
+    assert f"--baseline {tmp_path}: cannot be read" in err
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--threshold", "0"], "--threshold 0: accepted is a fraction > 0 and < 1"),
+        (["--threshold", "1"], "--threshold 1: accepted is a fraction > 0 and < 1"),
+        (["--threshold", "-0.1"], "--threshold -0.1: accepted"),
+        (["--threshold", "five"], "argument --threshold: invalid float value: 'five'"),
+        (["--z", "0"], "--z 0: accepted is a positive number"),
+        (["--z", "inf"], "--z inf: accepted is a positive number"),
+        (["--remeasure", "-1"], "--remeasure -1: accepted is an integer >= 0"),
+        (["--remeasure", "1.5"], "argument --remeasure: invalid int value"),
+        (["--color"], "unrecognized arguments: --color"),
+        (["--", "-k", "forward"], "leave them out with --current"),
+    ],
+)
+def test_bad_option_is_refused(capsys, files, option, message):
+    err = refused(capsys, "--baseline", files["base"], "--current", files["current"], *option)
+    assert message in err
+
+
+def test_no_stored_baseline_for_this_machine_is_refused(tmp_path, capsys, files):
+    err = refused(capsys, "--current", files["current"], baselines_dir=tmp_path / "empty")
+    assert "no stored baseline for " in err and "give --baseline FILE" in err
+
+
+def test_run_on_another_processor_than_the_baseline_is_refused(capsys, files):
+    runner = FakeRunner(suite())
+    other = write_results(files["base"].with_name("h200.json"), suite(), gpu="NVIDIA H200")
+    err = refused(capsys, "--baseline", other, runner=runner)
+    assert f"this run was recorded on {H100}, --baseline {other} on NVIDIA H200" in err
+
+
+def test_failed_pytest_run_is_refused(capsys, files):
+    runner = FakeRunner(suite(), exit_code=1)
+    err = refused(capsys, "--baseline", files["base"], "--", "-k", "forward", runner=runner)
+    assert "`pytest perf/ -k forward` failed with exit code 1" in err
+
+
+def test_pytest_run_without_benchmarks_is_refused(capsys, files):
+    runner = FakeRunner(exit_code=5)  # nothing collected: pytest writes no result file
+    err = refused(capsys, "--baseline", files["base"], "--", "-k", "nothing", runner=runner)
+    assert "ran no benchmark (exit code 5)" in err
+
+
+def test_failed_re_measurement_is_refused(capsys, files):
+    slow = NAMES[0]
+    base = json.loads(files["base"].read_text())["benchmarks"][0]["stats"]["median"]
+    runner = FakeRunner(suite({slow: base * 1.2}))
+
+    def failing_second_run(args, json_path):
+        code = runner(args, json_path)
+        return code if len(runner.calls) == 1 else 2
+
+    err = refused(capsys, "--baseline", files["base"], runner=failing_second_run)
+    assert f"`pytest {slow}` failed with exit code 2" in err
+
+
+# --------------------------------------------------------------------------- the module entry point
+def test_module_entry_point_exit_codes(tmp_path, files):
+    slow = NAMES[0]
+    base = json.loads(files["base"].read_text())["benchmarks"][0]["stats"]["median"]
+    slower = write_results(tmp_path / "slower.json", suite({slow: base * 1.2}))
+    command = [sys.executable, "-m", "perf.gate", "--baseline", str(files["base"]), "--current"]
+    failed = subprocess.run([*command, str(slower)], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert failed.returncode == 1, failed.stderr
+    assert "FAIL: 1 regression" in failed.stdout and slow in failed.stdout
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text('{"benchmarks": [')
+    refusal = subprocess.run(
+        [*command, str(truncated)], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert refusal.returncode == 2
+    assert refusal.stderr.startswith(f"perf.gate: error: --current {truncated}: not valid JSON")
+    assert "Traceback" not in refusal.stderr
+
+
+def test_save_keeps_the_runs_results(tmp_path, capsys):
+    base = suite()
+    baseline = write_results(tmp_path / "base.json", base)
+    saved = tmp_path / "artifacts" / "current.json"
+    code, _, _ = run_gate(capsys, "--baseline", baseline, "--save", saved, runner=FakeRunner(suite()))
+    assert code == 0
+    assert {b["fullname"] for b in json.loads(saved.read_text())["benchmarks"]} == set(base)
+
+
+def test_save_with_current_is_refused(tmp_path, capsys):
+    files = {name: write_results(tmp_path / f"{name}.json", suite()) for name in ("base", "now")}
+    err = refused(
+        capsys, "--baseline", files["base"], "--current", files["now"], "--save", tmp_path / "x.json"
+    )
+    assert "--save keeps the results of the gate's own run" in err
