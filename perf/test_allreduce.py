@@ -13,7 +13,6 @@ import statistics
 import pytest
 import torch
 
-from parallel.launch import RankFailed, RanksTimedOut, run_ranks
 from perf.allreduce_workloads import (
     DTYPE,
     ELEMENT_BYTES,
@@ -26,35 +25,23 @@ from perf.allreduce_workloads import (
     run_timeout_s,
 )
 from perf.harness import TimingPolicy, Work
+from perf.rank_runs import measured_once
 from perf.tiers import Tier
 from perf.transfer_workloads import byte_size_label
-
-# (backend, world size, sizes, budget, min and max iterations) -> every size's times, or the error
-# of the run that was to measure them: the sizes after the first do not start the ranks again.
-_RUNS: dict[tuple, dict[int, AllReduceTimes] | Exception] = {}
 
 
 def _measured(
     backend: str, world_size: int, sizes: tuple[int, ...], policy: TimingPolicy
 ) -> dict[int, AllReduceTimes]:
-    key = (backend, world_size, sizes, policy.budget_s, policy.min_rounds, policy.max_rounds)
-    if key not in _RUNS:
-        try:
-            per_rank = run_ranks(
-                measure_allreduce,
-                world_size,
-                backend=backend,
-                args=(sizes, policy.budget_s, policy.min_rounds, policy.max_rounds),
-                timeout_s=run_timeout_s(sizes, policy.budget_s, backend, policy.min_rounds),
-            )
-        except (RankFailed, RanksTimedOut) as err:
-            _RUNS[key] = err
-            raise
-        _RUNS[key] = per_rank[0]  # every rank returns the same gathered times
-    outcome = _RUNS[key]
-    if isinstance(outcome, Exception):
-        pytest.fail(f"the run measuring every size of {backend} with {world_size} ranks failed:\n{outcome}")
-    return outcome
+    return measured_once(
+        (SUITE, backend, world_size, sizes, policy.budget_s, policy.min_rounds, policy.max_rounds),
+        measure_allreduce,
+        world_size,
+        backend=backend,
+        args=(sizes, policy.budget_s, policy.min_rounds, policy.max_rounds),
+        timeout_s=run_timeout_s(sizes, policy.budget_s, backend, policy.min_rounds),
+        what=f"every size of {backend} with {world_size} ranks",
+    )
 
 
 def test_allreduce(bench, tier: Tier, allreduce_backend: str, world_size: int, allreduce_size: int):

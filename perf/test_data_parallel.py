@@ -15,7 +15,6 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from parallel.launch import RankFailed, RanksTimedOut, run_ranks
 from perf.dp_workloads import (
     BUCKETED,
     MAX_TIMED_STEPS,
@@ -37,11 +36,9 @@ from perf.dp_workloads import (
     run_timeout_s,
 )
 from perf.harness import TimingPolicy, Work
+from perf.rank_runs import measured_once
 from perf.tiers import Tier
 
-# (suite, backend, preset, cases, budget, min and max steps) -> every case's result, or the error of the
-# run that was to measure them: the cases after the first do not start the ranks again.
-_RUNS: dict[tuple, dict | Exception] = {}
 # Timed steps per optimizer in the memory run: a timing for the harness, not the figure it is for.
 MEMORY_TIMED_STEPS = 5
 
@@ -57,17 +54,7 @@ def _backend() -> str:
 def _measured(
     key: tuple, backend: str, measure: Callable[..., dict], args: tuple, timeout_s: float, what: str
 ) -> dict:
-    if key not in _RUNS:
-        try:
-            per_rank = run_ranks(measure, WORLD_SIZE, backend=backend, args=args, timeout_s=timeout_s)
-        except (RankFailed, RanksTimedOut) as err:
-            _RUNS[key] = err
-            raise
-        _RUNS[key] = per_rank[0]  # every rank returns the same gathered figures
-    outcome = _RUNS[key]
-    if isinstance(outcome, Exception):
-        pytest.fail(f"the run measuring {what} failed:\n{outcome}")
-    return outcome
+    return measured_once(key, measure, WORLD_SIZE, backend=backend, args=args, timeout_s=timeout_s, what=what)
 
 
 def _steps(backend: str, preset: str, tier: Tier, policy: TimingPolicy) -> dict[DPCase, StepTimes]:
