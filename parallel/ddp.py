@@ -29,6 +29,7 @@ What they share:
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -36,6 +37,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
 
 from parallel.process_group import require_process_group
 
@@ -201,6 +203,17 @@ class DDPFlat(_DataParallel):
             _unpack_average(params, buffer, self.world_size)
 
 
+def _forward_gradient(wrapper: weakref.ref[_OverlappedDataParallel], index: int, param: Tensor) -> None:
+    live = wrapper()
+    if live is not None:
+        live._on_gradient(index, param)
+
+
+def _remove_hooks(handles: list[RemovableHandle]) -> None:
+    for handle in handles:
+        handle.remove()
+
+
 class _OverlappedDataParallel(_DataParallel):
     """Starts reductions from gradient hooks during backward, so communication overlaps computation.
 
@@ -221,8 +234,17 @@ class _OverlappedDataParallel(_DataParallel):
         self._units = plan(self._params)
         self._unit_of = {index: unit for unit, indices in enumerate(self._units) for index in indices}
         self._reset()
-        for index, param in enumerate(self._params):
-            param.register_post_accumulate_grad_hook(partial(self._on_gradient, index))
+        # The hooks live on the parameters and must not keep the wrapper alive: a parameter's hooks are
+        # invisible to Python's cycle collector, so a hook holding the wrapper (which holds the module,
+        # which holds the parameter) would keep model and gradients allocated after the wrapper is
+        # dropped: 15 GB per rank for the xl preset in fp32. A weak reference breaks the cycle; when
+        # the wrapper is collected, the finalizer removes its hooks from a module that lives on.
+        this = weakref.ref(self)
+        handles = [
+            param.register_post_accumulate_grad_hook(partial(_forward_gradient, this, index))
+            for index, param in enumerate(self._params)
+        ]
+        weakref.finalize(self, _remove_hooks, handles)
 
     def _reset(self) -> None:
         self._ready = [False] * len(self._params)

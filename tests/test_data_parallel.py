@@ -7,8 +7,10 @@ process training on the concatenated batch.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
+import weakref
 from functools import partial
 
 import pytest
@@ -132,6 +134,12 @@ def _train_every_variant(rank: int, world_size: int, variants: list[str], device
             final=snapshot(model.state_dict()),
             buckets=getattr(ddp, "bucket_parameter_names", None),
         )
+        # Nothing may keep the model alive once the wrapper and the optimizer are dropped (gradient
+        # hooks on the parameters are one way to leak it): its memory must be back for the next model.
+        model_ref = weakref.ref(model)
+        del ddp, model, optimizer
+        gc.collect()
+        results[variant]["released"] = model_ref() is None
     return results
 
 
@@ -180,6 +188,12 @@ def test_trains_like_one_process_on_the_whole_batch(trained, reference, variant)
     # fp32 on both sides; only the order of the sum over the batch differs: default float32 tolerances.
     for rank_result in trained:
         assert_matches(rank_result[variant], reference)
+
+
+@pytest.mark.parametrize("variant", list(WRAPPERS))
+def test_dropping_the_wrapper_releases_the_model(trained, variant):
+    for rank, result in enumerate(trained):
+        assert result[variant]["released"], f"rank {rank}: the {variant} wrapper's model is still alive"
 
 
 def test_the_reference_has_rare_and_missing_gradients(reference):
