@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: env test bench baseline gate clean-env
+.PHONY: env test bench baseline gate report clean-env
 
 env: $(VENV)/.suite-ready
 
@@ -28,6 +28,12 @@ baseline: env
 # GATE_ARGS go to the gate (--threshold, --z, --remeasure, --baseline); ARGS to pytest.
 gate: env
 	$(PY) -m perf.gate $(GATE_ARGS) -- $(ARGS)
+
+# A Markdown and HTML report with plots of one result file, against BASELINE if given (perf/report.py).
+# OUT sets the folder (default: reports/<RESULT's name>/).
+report: env
+	$(if $(RESULT),,$(error RESULT=FILE is needed, e.g. make report RESULT=baselines/<gpu>/0001_x.json))
+	$(PY) -m perf.report $(RESULT) $(if $(BASELINE),--baseline $(BASELINE)) $(if $(OUT),--out $(OUT))
 
 clean-env:
 	rm -rf $(VENV)

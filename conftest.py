@@ -15,17 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from perf import (
-    allreduce_report,
-    attention_report,
-    compile_report,
-    dp_report,
-    gate,
-    harness,
-    memory_report,
-    precision_report,
-)
+from perf import gate, harness
 from perf.attention_shapes import SWEEPS
+from perf.summary_tables import SUMMARY_TABLES
 from perf.tiers import ALLREDUCE_SWEEP, AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
 from perf.transfer_workloads import byte_size_label, parse_byte_size
 
@@ -505,15 +497,6 @@ def pytest_runtest_call(item: pytest.Item):
 
 # --------------------------------------------------------------------------- terminal summary
 # (title, lines from the results' extra_info): one table per suite, printed when it has results.
-SUMMARY_TABLES = [
-    (attention_report.TITLE, attention_report.attention_table),
-    (attention_report.SCALING_TITLE, attention_report.scaling_table),
-    (compile_report.TITLE, compile_report.table),
-    *precision_report.TABLES,
-    *memory_report.TABLES,
-    (allreduce_report.TITLE, allreduce_report.table),
-    *dp_report.TABLES,
-]
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

@@ -1,0 +1,400 @@
+"""A report of one benchmark run, or of a run against its baseline: Markdown, HTML and PNG plots.
+
+    python -m perf.report RESULT.json                        # into reports/<RESULT's name>/
+    python -m perf.report RESULT.json --baseline OLD.json    # and current against baseline, per benchmark
+    python -m perf.report RESULT.json --out DIR
+
+RESULT is what `pytest perf/ --benchmark-json=FILE` or `--benchmark-save=NAME` writes. DIR gets
+report.md and report.html (the same content; the HTML needs nothing but the PNGs beside it) and a PNG
+per plot that the results have data for (perf/report_plots.py).
+
+Result files are read and refused as the regression gate does (perf/gate.py): missing, damaged,
+without benchmarks or machine info, or a baseline from another processor. Exit codes: 0 report
+written, 2 none written (bad input, a folder that cannot be written), with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perf import gate, report_plots
+from perf.gate import GateError
+from perf.report_format import Info, fmt
+from perf.report_render import (
+    Block,
+    Code,
+    Heading,
+    Image,
+    Paragraph,
+    Preformatted,
+    Table,
+    html_page,
+    markdown,
+)
+from perf.summary_tables import SUMMARY_TABLES
+
+REPORT_DIR = Path("reports")  # ignored by git (.gitignore: /reports/)
+# The gate's defaults: a report marks as slower or faster what the gate would.
+THRESHOLD = 0.05
+Z = 3.0
+VERDICTS = ("slower", "faster", "unchanged")  # gate.classify's
+
+
+
+# --------------------------------------------------------------------------- result files
+@dataclass(frozen=True)
+class Benchmark:
+    fullname: str  # the node id, the key the gate compares by
+    stats: Mapping[str, Any]
+    info: Info  # extra_info: the benchmark's parameters and derived figures
+
+
+@dataclass(frozen=True)
+class Run:
+    results: gate.Results  # the gate's view: processor and timings
+    data: Mapping[str, Any]  # the whole file: machine_info, commit_info, datetime
+    benchmarks: list[Benchmark]
+
+    @property
+    def infos(self) -> list[Info]:
+        return [b.info for b in self.benchmarks]
+
+
+def load_run(path: Path, role: str) -> Run:
+    """A result file with everything the report shows; refused (GateError) where the gate refuses it."""
+    results = gate.load_results(path, role)
+    # The gate keeps timings only; the report needs extra_info and machine info too, so the file,
+    # checked above, is read once more.
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise GateError(f"{role} {path}: cannot be read ({err})") from None
+    entries = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise GateError(f"{role} {path}: changed while it was read; run the report again")
+    benchmarks = [
+        Benchmark(
+            fullname=entry["fullname"],
+            stats=entry["stats"],
+            info=entry.get("extra_info") if isinstance(entry.get("extra_info"), dict) else {},
+        )
+        for entry in entries
+        if isinstance(entry.get("fullname"), str) and isinstance(entry.get("stats"), dict)
+    ]
+    return Run(results, data, benchmarks)
+
+
+# --------------------------------------------------------------------------- machine and run
+def _dict(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _commit(data: Mapping[str, Any]) -> str:
+    """pytest-benchmark's commit_info: id, branch, dirty; 'unknown' outside a git checkout."""
+    info = _dict(data.get("commit_info"))
+    commit = info.get("id")
+    if not commit or commit == "unknown":
+        return "unknown"
+    text = f"{str(commit)[:12]} on {_text(info.get('branch'))}"
+    return text + " with uncommitted changes" if info.get("dirty") else text
+
+
+def machine_rows(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, value): where (conftest.py's machine_info['perf']), when and at what commit a run ran."""
+    machine_info = _dict(data.get("machine_info"))
+    perf = _dict(machine_info.get("perf"))
+    gpu = _dict(perf.get("gpu"))
+    if gpu.get("name"):
+        count = gpu.get("count")
+        processor = f"{gpu['name']}" + (f" x{count}" if isinstance(count, int) and count > 1 else "")
+    else:
+        processor = "none: a CPU run"
+    details = [
+        f"{gpu[key]}{unit}" for key, unit in (("memory_gib", " GiB"), ("capability", "")) if gpu.get(key)
+    ]
+    cpu = _text(perf.get("cpu_model")) + (f" ({perf['cpu_count']} cores)" if perf.get("cpu_count") else "")
+    return [
+        ("GPU", processor + (f" ({', '.join(details)})" if details else "")),
+        ("driver", _text(gpu.get("driver"))),
+        ("CUDA", _text(perf.get("cuda"))),
+        ("torch", _text(perf.get("torch"))),
+        ("triton", _text(perf.get("triton"))),
+        ("CPU", cpu),
+        ("Python", _text(machine_info.get("python_version"))),
+        ("recorded", _text(data.get("datetime"))),
+        ("commit", _commit(data)),
+        ("pytest-benchmark", _text(data.get("version"))),
+    ]
+
+
+def machine_table(current: Run, baseline: Run | None) -> Table:
+    rows = machine_rows(current.data)
+    if baseline is None:
+        return Table(("", "result"), [list(row) for row in rows])
+    before = dict(machine_rows(baseline.data))
+    return Table(("", "result", "baseline"), [[field, value, before[field]] for field, value in rows])
+
+
+# --------------------------------------------------------------------------- against a baseline
+@dataclass(frozen=True)
+class Compared:
+    name: str  # node id
+    baseline: gate.Timing
+    current: gate.Timing
+    verdict: str  # gate.classify's: 'slower', 'faster', 'unchanged'
+
+    @property
+    def ratio(self) -> float:
+        return self.current.median_s / self.baseline.median_s
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rows: list[Compared]  # the largest ratio (the slowest) first
+    new: list[str]  # in the result only
+    missing: list[str]  # in the baseline only
+
+
+def compare(baseline: gate.Results, current: gate.Results, threshold: float, z: float) -> Comparison:
+    """Every benchmark of both runs, judged by the gate's rule (threshold and the runs' own noise)."""
+    rows = []
+    for name, timing in current.timings.items():
+        before = baseline.timings.get(name)
+        if before is not None:
+            rows.append(Compared(name, before, timing, gate.classify(before, timing, threshold, z)))
+    return Comparison(
+        rows=sorted(rows, key=lambda row: -row.ratio),
+        new=[name for name in current.timings if name not in baseline.timings],
+        missing=[name for name in baseline.timings if name not in current.timings],
+    )
+
+
+def _shown(fullname: str) -> Code:
+    return Code(fullname.removeprefix("perf/"))
+
+
+def comparison_blocks(comparison: Comparison, threshold: float, z: float, out: Path) -> list[Block]:
+    counts = {verdict: sum(r.verdict == verdict for r in comparison.rows) for verdict in VERDICTS}
+    blocks: list[Block] = [
+        Heading(2, "Against the baseline"),
+        Paragraph(
+            f"{len(comparison.rows)} benchmarks in both runs: {counts['slower']} slower, {counts['faster']} "
+            f"faster, {counts['unchanged']} unchanged; {len(comparison.new)} new, {len(comparison.missing)} "
+            f"missing. Ratio: current median / baseline median (above 1: slower). Slower or faster: by more "
+            f"than {threshold:.0%} and by more than {z:g} standard errors of the two medians, each from its "
+            "run's own rounds: the rule of perf/gate.py, which also measures suspects again (a report can't)."
+        ),
+        Table(
+            ("benchmark", "baseline ms", "current ms", "ratio", "verdict"),
+            [
+                [
+                    _shown(r.name),
+                    f"{r.baseline.median_s * 1e3:.4g}",
+                    f"{r.current.median_s * 1e3:.4g}",
+                    f"{r.ratio:.3f}",
+                    r.verdict,
+                ]
+                for r in comparison.rows
+            ],
+            numeric=frozenset({1, 2, 3}),
+            marks=[r.verdict if r.verdict != "unchanged" else "" for r in comparison.rows],
+        ),
+    ]
+    plot = report_plots.ratio_plot([(_shown(r.name), r.ratio, r.verdict) for r in comparison.rows], out)
+    if plot is not None:
+        blocks += [Paragraph(plot.caption), Image(plot.file, plot.title)]
+    lists = (
+        ("New (not in the baseline)", comparison.new),
+        ("Missing (in the baseline only)", comparison.missing),
+    )
+    for title, names in lists:
+        if names:
+            blocks += [Heading(3, title), Table(("benchmark",), [[_shown(name)] for name in names])]
+    return blocks
+
+
+# --------------------------------------------------------------------------- the document
+def _gib(value: object) -> float | None:
+    return value / 2**30 if isinstance(value, int | float) and value else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def benchmarks_table(benchmarks: Sequence[Benchmark]) -> Table:
+    """Every benchmark with its spread and the figures the harness derives (conftest's summary, per row)."""
+    rows = []
+    for b in benchmarks:
+        median, iqr = _number(b.stats.get("median")), _number(b.stats.get("iqr"))
+        spread = iqr / median if median and iqr is not None else None
+        rows.append(
+            [
+                _shown(b.fullname),
+                fmt(None if median is None else median * 1e3, ".4g"),
+                fmt(spread, ".1%"),
+                _text(b.stats.get("rounds")),
+                fmt(_number(b.info.get("tflops")), ".3g"),
+                fmt(_number(b.info.get("tokens_per_s")), ".0f"),
+                fmt(_number(b.info.get("gb_per_s")), ".3g"),
+                fmt(_gib(b.info.get("peak_memory_bytes")), ".2f"),
+            ]
+        )
+    header = ("benchmark", "median ms", "IQR / median", "rounds", "TFLOP/s", "tokens/s", "GB/s", "peak GiB")
+    return Table(header, rows, numeric=frozenset(range(1, len(header))))
+
+
+def table_blocks(infos: Sequence[Info]) -> list[Block]:
+    # Only results that were timed: as in conftest's summary, the tables read median_ms.
+    timed = [info for info in infos if info.get("median_ms")]
+    blocks: list[Block] = []
+    for title, make in SUMMARY_TABLES:
+        lines = make(timed)
+        if lines:
+            blocks += [Heading(3, title), Preformatted(lines)]
+    return [Heading(2, "Tables"), *blocks] if blocks else []
+
+
+def plot_blocks(plots: Sequence[report_plots.Plot]) -> list[Block]:
+    if not plots:
+        return [
+            Heading(2, "Plots"),
+            Paragraph(
+                "None: no result is of a plotted suite (attention, end to end, mixed precision step, "
+                "all-reduce, data parallel) with the figures a plot needs."
+            ),
+        ]
+    blocks: list[Block] = [Heading(2, "Plots")]
+    for plot in plots:
+        blocks += [Heading(3, plot.title), Paragraph(plot.caption), Image(plot.file, plot.title)]
+    return blocks
+
+
+def document(
+    current: Run,
+    baseline: Run | None,
+    plots: Sequence[report_plots.Plot],
+    comparison_part: Sequence[Block],
+) -> list[Block]:
+    source = f"{len(current.benchmarks)} benchmarks of {current.results.path}"
+    if baseline is not None:
+        source += f", against the baseline {baseline.results.path}"
+    return [
+        Heading(1, f"Benchmark report: {current.results.path.name}"),
+        Paragraph(source + f", recorded on {current.results.machine}."),
+        machine_table(current, baseline),
+        *comparison_part,
+        *plot_blocks(plots),
+        *table_blocks(current.infos),
+        Heading(2, "All benchmarks"),
+        benchmarks_table(current.benchmarks),
+    ]
+
+
+# --------------------------------------------------------------------------- writing
+def prepare_out(out: Path) -> None:
+    """Create `out` and make sure a file can be written into it, before any work is done."""
+    if out.exists() and not out.is_dir():
+        raise GateError(f"--out {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise GateError(f"--out {out}: cannot write into it ({err.strerror or err})") from None
+
+
+def _write(path: Path, text: str) -> None:
+    # Written beside and renamed: an interrupted write leaves no report that looks complete.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def write_report(current: Run, baseline: Run | None, out: Path, threshold: float, z: float) -> list[Path]:
+    """Plots, report.md and report.html in `out`; returns the two reports' paths."""
+    try:
+        comparison_part: list[Block] = []
+        if baseline is not None:
+            comparison = compare(baseline.results, current.results, threshold, z)
+            comparison_part = comparison_blocks(comparison, threshold, z, out)
+        plots = report_plots.make_plots(current.infos, out)
+        blocks = document(current, baseline, plots, comparison_part)
+        paths = [out / "report.md", out / "report.html"]
+        _write(paths[0], markdown(blocks))
+        _write(paths[1], html_page(f"Benchmark report: {current.results.path.name}", blocks))
+    except OSError as err:
+        raise GateError(f"--out {out}: cannot write the report ({err.strerror or err})") from None
+    return paths
+
+
+# --------------------------------------------------------------------------- command line
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise GateError(message)  # one line and exit 2, as every other refusal
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m perf.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("result", type=Path, metavar="RESULT.json", help="pytest-benchmark result JSON")
+    parser.add_argument("--baseline", type=Path, metavar="FILE", help="result JSON to compare with")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help=f"folder of the report (default: {REPORT_DIR}/<RESULT name>)"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        metavar="FRACTION",
+        default=THRESHOLD,
+        help=f"relative change marked slower or faster, in (0, 1) ({THRESHOLD})",
+    )
+    parser.add_argument("--z", type=float, default=Z, help=f"noise bound in standard errors, > 0 ({Z})")
+    return parser
+
+
+def _options(argv: Sequence[str]) -> argparse.Namespace:
+    options = _parser().parse_args(list(argv))
+    if not 0 < options.threshold < 1:
+        raise GateError(f"--threshold {options.threshold:g}: accepted is a fraction > 0 and < 1, e.g. 0.05")
+    if not 0 < options.z < math.inf:
+        raise GateError(f"--z {options.z:g}: accepted is a positive number of standard errors, e.g. 3")
+    if options.out is None:
+        options.out = REPORT_DIR / options.result.stem
+    return options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit code (0 report written, 2 none)."""
+    try:
+        options = _options(sys.argv[1:] if argv is None else argv)
+        current = load_run(options.result, "result")
+        baseline = None
+        if options.baseline is not None:
+            baseline = load_run(options.baseline, "--baseline")
+            gate.check_same_machine(baseline.results, current.results, f"result {options.result}")
+        missing = report_plots.matplotlib_missing()
+        if missing:
+            raise GateError(missing)
+        prepare_out(options.out)
+        paths = write_report(current, baseline, options.out, options.threshold, options.z)
+    except GateError as err:
+        print(f"perf.report: error: {err}", file=sys.stderr)
+        return 2
+    print(f"report: {' and '.join(map(str, paths))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
