@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +120,19 @@ def recorded_on(perf_info: object) -> str | None:
     if isinstance(gpu, dict) and gpu.get("name"):
         return str(gpu["name"])
     return f"the CPU ({perf_info.get('cpu_model', 'unknown model')})"
+
+
+def folder_name(processor: str) -> str:
+    """The folder under baselines/ of a GPU model, or of 'cpu <model>': lower case, other runs as '-'."""
+    return re.sub(r"[^a-z0-9]+", "-", processor.lower()).strip("-")
+
+
+def machine_folder(perf_info: Mapping[str, Any]) -> str:
+    """The baselines/ folder that results with this machine_info.perf belong in."""
+    gpu = perf_info.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return folder_name(str(gpu["name"]))
+    return folder_name(f"cpu {perf_info.get('cpu_model', 'unknown model')}")
 
 
 def load_results(path: Path, role: str) -> Results:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from model.precision import tf32_enabled
+from perf.gate import folder_name
 
 NVTX_DOMAIN = "perf"
 TIMED_RANGE = "timed"  # wraps every timed region: `nsys profile -c nvtx -p timed@perf` skips warm-up
@@ -187,8 +188,7 @@ def machine_info(device: torch.device) -> dict[str, Any]:
 
 def machine_slug(device: torch.device) -> str:
     """Folder name under baselines/: one per GPU model (or CPU model), never mixed."""
-    name = gpu_name(device) or f"cpu {_cpu_model()}"
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return folder_name(gpu_name(device) or f"cpu {_cpu_model()}")
 
 
 # --------------------------------------------------------------------------- out of memory
