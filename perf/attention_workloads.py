@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -115,6 +115,17 @@ def _sdpa_cudnn(shape: AttentionShape, dtype: torch.dtype, device: torch.device,
 _TRIGGERED_AT = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
 
+def relevant_reasons(messages: Iterable[str]) -> list[str]:
+    """PyTorch's warnings on why no SDPA kernel ran, less the ones about the backends that sdpa_kernel
+    turned off on purpose ("... has been runtime disabled") and the headings before each reason."""
+    reasons = (_TRIGGERED_AT.sub("", message).strip() for message in messages)
+    return [
+        reason
+        for reason in reasons
+        if reason and not reason.endswith("not used because:") and "runtime disabled" not in reason
+    ]
+
+
 def _probe(attention: Attention, shape: AttentionShape, dtype: torch.dtype, device, needs_grad: bool) -> None:
     """One call on a single head of the shape: a backend that cannot take these inputs raises
     ProviderUnavailable with PyTorch's reasons (it gives them as warnings before its error)."""
@@ -131,7 +142,7 @@ def _probe(attention: Attention, shape: AttentionShape, dtype: torch.dtype, devi
         except torch.OutOfMemoryError:
             raise
         except RuntimeError as err:
-            reasons = [_TRIGGERED_AT.sub("", str(w.message)).strip() for w in caught]
+            reasons = relevant_reasons(str(w.message) for w in caught)
             detail = "; ".join(dict.fromkeys([str(err).strip().splitlines()[0], *reasons]))
             passes = "forward+backward" if needs_grad else "forward"
             raise ProviderUnavailable(f"{dtype} {passes}: {detail}") from None

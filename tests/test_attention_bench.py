@@ -21,7 +21,13 @@ from perf.attention_shapes import (
     AttentionShape,
     select_shapes,
 )
-from perf.attention_workloads import ProviderUnavailable, _sdpa, attention_workload, open_provider
+from perf.attention_workloads import (
+    ProviderUnavailable,
+    _sdpa,
+    attention_workload,
+    open_provider,
+    relevant_reasons,
+)
 from tests.test_harness import SAMPLES, _child_pytest, _profiled_names
 
 CPU = torch.device("cpu")
@@ -87,6 +93,21 @@ def test_unsupported_sdpa_backend_is_unavailable_with_pytorchs_reason():
     with pytest.raises(ProviderUnavailable, match=r"torch\.float32 forward: No"):
         with _sdpa(SDPBackend.EFFICIENT_ATTENTION)(SMALL, torch.float32, CPU, False):
             pass
+
+
+def test_skip_reasons_keep_what_concerns_the_chosen_backend():
+    # The warnings torch 2.11 gave on an H100 for fp32 inputs with only the flash backend enabled.
+    messages = [
+        "Memory efficient kernel not used because: (Triggered internally at /pytorch/sdp_utils.cpp:900.)",
+        "Memory Efficient attention has been runtime disabled. (Triggered internally at /pytorch/x.cpp:1.)",
+        "Flash attention kernel not used because:",
+        "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: float, "
+        "Key dtype: float, and Value dtype: float instead. (Triggered internally at /pytorch/y.cpp:2.)",
+    ]
+    assert relevant_reasons(messages) == [
+        "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: float, "
+        "Key dtype: float, and Value dtype: float instead."
+    ]
 
 
 def test_unknown_provider():
