@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from perf.dp_workloads import BUCKETED, OPTIMIZER_KINDS, SHARDED_SUITE, SUITE, VARIANTS
-from perf.report_format import Info, fmt, registry_order, titled
+from perf.report_format import Info, fmt, of_suite, registry_order, titled
 
 STEP_TITLE = (
     "data-parallel training step per variant: overhead and share over one GPU alone ('single'), "
@@ -27,26 +27,27 @@ _KEYS = {
 }
 
 
-def _of(suite: str, infos: Iterable[Info]) -> list[Info]:
-    return [x for x in infos if x.get("suite") == suite and all(key in x for key in _KEYS[suite])]
+def results_of(suite: str, infos: Iterable[Info]) -> list[Info]:
+    """The suite's results that carry every figure its table reads."""
+    return of_suite(infos, suite, _KEYS[suite])
 
 
-def _setup(x: Info) -> tuple:
+def setup_key(x: Info) -> tuple:
     return (x["preset"], x["backend"], x["world_size"], x["batch_per_rank"], x["context"])
 
 
-def _setup_order(x: Info) -> tuple:
-    return (registry_order(x["preset"], PRESETS), *_setup(x)[1:])
+def setup_order(x: Info) -> tuple:
+    return (registry_order(x["preset"], PRESETS), *setup_key(x)[1:])
 
 
-def _setup_line(x: Info) -> str:
+def setup_line(x: Info) -> str:
     return (
         f"{x['preset']} fp32, {x['backend']} with {x['world_size']} ranks, batch {x['batch_per_rank']} "
         f"per rank, ctx {x['context']}"
     )
 
 
-def _variant_label(x: Info) -> str:
+def variant_label(x: Info) -> str:
     if x["variant"] == BUCKETED:
         return f"{BUCKETED} {x['bucket_size_mb']:g}MiB"
     return x["variant"]
@@ -57,12 +58,12 @@ def _gib(value: float | None) -> str:
 
 
 def step_table(infos: Iterable[Info]) -> list[str]:
-    results = _of(SUITE, infos)
+    results = results_of(SUITE, infos)
     if not results:
         return []
     results.sort(
         key=lambda x: (
-            _setup_order(x),
+            setup_order(x),
             registry_order(x["variant"], (*VARIANTS, BUCKETED)),
             x.get("bucket_size_mb") or 0.0,
         )
@@ -73,11 +74,11 @@ def step_table(infos: Iterable[Info]) -> list[str]:
     ]
     setup = None
     for x in results:
-        if _setup(x) != setup:
-            setup = _setup(x)
-            lines.append(_setup_line(x))
+        if setup_key(x) != setup:
+            setup = setup_key(x)
+            lines.append(setup_line(x))
         lines.append(
-            f"  {_variant_label(x):<16} {fmt(x.get('median_ms'), '.3f'):>10} "
+            f"  {variant_label(x):<16} {fmt(x.get('median_ms'), '.3f'):>10} "
             f"{fmt(x.get('tokens_per_s'), '.0f'):>11} {fmt(x.get('sync_wait_ms'), '.3f'):>9} "
             f"{fmt(x.get('comm_overhead_ms'), '.3f'):>11} {fmt(x.get('comm_share'), '.0%'):>6} "
             f"{fmt(x.get('vs_torch_ddp'), '.2f', 'x'):>7}"
@@ -90,19 +91,19 @@ def step_table(infos: Iterable[Info]) -> list[str]:
 
 
 def memory_table(infos: Iterable[Info]) -> list[str]:
-    results = _of(SHARDED_SUITE, infos)
+    results = results_of(SHARDED_SUITE, infos)
     if not results:
         return []
-    results.sort(key=lambda x: (_setup_order(x), registry_order(x["optimizer_kind"], OPTIMIZER_KINDS)))
+    results.sort(key=lambda x: (setup_order(x), registry_order(x["optimizer_kind"], OPTIMIZER_KINDS)))
     lines = [
         f"{'optimizer':<15} {'built':>7} {'pre-step':>8} {'stepped':>8} {'peak':>7} {'state MiB':>10} "
         f"{'vs adamw':>8} {'ms':>10}"
     ]
     setup = None
     for x in results:
-        if _setup(x) != setup:
-            setup = _setup(x)
-            lines.append(_setup_line(x))
+        if setup_key(x) != setup:
+            setup = setup_key(x)
+            lines.append(setup_line(x))
         state = x.get("optimizer_state_bytes")
         lines.append(
             f"  {x['optimizer_kind']:<13} {_gib(x.get('after_build_bytes')):>7} "

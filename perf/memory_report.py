@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from model.precision import PRECISIONS
-from perf.report_format import Info, fmt, registry_order, titled
+from perf.report_format import Info, fmt, of_suite, registry_order, titled
 from perf.transfer_workloads import HOST_MEMORY, byte_size_label
 
 MEMORY_TITLE = "peak memory per step (GiB): the state resident between steps and what a step adds"
@@ -20,8 +20,8 @@ OVERLAP_TITLE = "host-to-device copy and matmuls: serial against overlapped on t
 TITLE = "memory, CUDA graphs and host-to-device copies"
 
 
-def _of(suite: str, infos: Iterable[Info]) -> list[Info]:
-    return [info for info in infos if info.get("suite") == suite]
+def results_of(suite: str, infos: Iterable[Info]) -> list[Info]:
+    return of_suite(infos, suite)
 
 
 def _gib(value: float | None) -> str:
@@ -33,7 +33,7 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def memory_table(infos: Iterable[Info]) -> list[str]:
-    results = _of("memory", infos)
+    results = results_of("memory", infos)
     if not results:
         return []
     results.sort(
@@ -60,7 +60,7 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
 
 def graph_table(infos: Iterable[Info]) -> list[str]:
     cases: dict[tuple, dict[str, Info]] = {}
-    for x in _of("cuda_graph", infos):
+    for x in results_of("cuda_graph", infos):
         cases.setdefault((x["preset"], x["precision"], x["context"]), {})[x["variant"]] = x
     if not cases:
         return []
@@ -80,7 +80,7 @@ def graph_table(infos: Iterable[Info]) -> list[str]:
 
 def transfer_table(infos: Iterable[Info]) -> list[str]:
     sizes: dict[int, dict[str, Info]] = {}
-    for x in _of("transfer", infos):
+    for x in results_of("transfer", infos):
         sizes.setdefault(x["transfer_bytes"], {})[x["host_memory"]] = x
     if not sizes:
         return []
@@ -96,7 +96,7 @@ def transfer_table(infos: Iterable[Info]) -> list[str]:
 
 def overlap_table(infos: Iterable[Info]) -> list[str]:
     cases: dict[tuple, dict[str, Info]] = {}
-    for x in _of("overlap", infos):
+    for x in results_of("overlap", infos):
         cases.setdefault((x["copy_bytes"], x["matmul_n"], x["matmuls"]), {})[x["schedule"]] = x
     if not cases:
         return []

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from model.config import PRESETS
 from model.precision import PRECISIONS
 from perf.matmul_workloads import MATH_MODES
-from perf.report_format import Info, fmt, registry_order, titled
+from perf.report_format import Info, fmt, of_suite, registry_order, titled
 
 TOY_TITLE = "autocast on the toy model: dtype of each stage per precision"
 MATMUL_TITLE = "n x n matmuls per math mode: time, TFLOP/s, relative error against fp64"
@@ -29,12 +29,15 @@ _KEYS = {
 }
 
 
-def _of(suite: str, infos: Iterable[Info]) -> list[Info]:
-    return [x for x in infos if x.get("suite") == suite and all(key in x for key in _KEYS[suite])]
+def results_of(suite: str, infos: Iterable[Info]) -> list[Info]:
+    """The suite's results that carry every figure its table reads."""
+    return of_suite(infos, suite, _KEYS[suite])
 
 
 def toy_table(infos: Iterable[Info]) -> list[str]:
-    results = sorted(_of("toy_autocast", infos), key=lambda x: registry_order(x["precision"], PRECISIONS))
+    results = sorted(
+        results_of("toy_autocast", infos), key=lambda x: registry_order(x["precision"], PRECISIONS)
+    )
     if not results:
         return []
     stages = "".join(f" {stage:<9}" for stage in TOY_STAGES)
@@ -46,7 +49,9 @@ def toy_table(infos: Iterable[Info]) -> list[str]:
 
 
 def matmul_table(infos: Iterable[Info]) -> list[str]:
-    results = sorted(_of("matmul", infos), key=lambda x: (x["n"], registry_order(x["mode"], MATH_MODES)))
+    results = sorted(
+        results_of("matmul", infos), key=lambda x: (x["n"], registry_order(x["mode"], MATH_MODES))
+    )
     if not results:
         return []
     lines = [f"{'mode':<13} {'n':>6} {'ms':>10} {'TFLOP/s':>8} {'MFU':>6} {'rel error':>9}"]
@@ -60,7 +65,7 @@ def matmul_table(infos: Iterable[Info]) -> list[str]:
 
 def step_table(infos: Iterable[Info]) -> list[str]:
     cases: dict[tuple[str, int], dict[str, Info]] = {}
-    for x in _of("step_precision", infos):
+    for x in results_of("step_precision", infos):
         cases.setdefault((x["preset"], x["context"]), {})[x["precision"]] = x
     if not cases:
         return []

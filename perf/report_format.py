@@ -29,3 +29,9 @@ def titled(tables: Iterable[tuple[str, Table]], infos: Iterable[Info]) -> list[s
         if rows:
             lines += [title, *(f"  {row}" for row in rows)]
     return lines
+
+
+def of_suite(infos: Iterable[Info], suite: str, required: Iterable[str] = ()) -> list[Info]:
+    """The results of one suite (extra_info "suite") that carry every required key."""
+    required = tuple(required)
+    return [x for x in infos if x.get("suite") == suite and all(key in x for key in required)]

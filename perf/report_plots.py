@@ -407,7 +407,7 @@ def end_to_end_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
 
 def step_precision_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
     """perf/test_mixed_precision.py's training step per preset and precision, a subplot per context."""
-    results = precision_report._of("step_precision", infos)
+    results = precision_report.results_of("step_precision", infos)
     results = [x for x in results if _positive(x, "median_ms") is not None]
     if not results:
         return []
@@ -478,12 +478,12 @@ def _dp_order(x: Info) -> tuple:
 
 def data_parallel_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
     """Per setup: the step of each variant, split into one GPU's step and what data parallelism adds."""
-    results = [x for x in dp_report._of(DP_SUITE, infos) if _positive(x, "median_ms") is not None]
+    results = [x for x in dp_report.results_of(DP_SUITE, infos) if _positive(x, "median_ms") is not None]
     if not results:
         return []
     setups: dict[tuple, list[Info]] = {}
-    for x in sorted(results, key=lambda x: (dp_report._setup_order(x), _dp_order(x))):
-        setups.setdefault(dp_report._setup(x), []).append(x)
+    for x in sorted(results, key=lambda x: (dp_report.setup_order(x), _dp_order(x))):
+        setups.setdefault(dp_report.setup_key(x), []).append(x)
     columns = min(2, len(setups))
     rows = math.ceil(len(setups) / columns)
     widest = max(map(len, setups.values()))
@@ -492,7 +492,7 @@ def data_parallel_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
         ax.set_visible(False)
     for ax, variants in zip(axes.flat, setups.values(), strict=False):
         _data_parallel_bars(ax, variants)
-        ax.set_title(dp_report._setup_line(variants[0]), fontsize=8)
+        ax.set_title(dp_report.setup_line(variants[0]), fontsize=8)
     title = "data parallel: training step per variant and bucket size, communication's share"
     caption = (
         "Each bar is a variant's median step; its upper part is what it takes beyond one GPU alone "
@@ -502,7 +502,7 @@ def data_parallel_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
 
 
 def _data_parallel_bars(ax: Any, variants: Sequence[Info]) -> None:
-    labels = [dp_report._variant_label(x) for x in variants]
+    labels = [dp_report.variant_label(x) for x in variants]
     medians = [x["median_ms"] for x in variants]
     overheads = [x.get("comm_overhead_ms") for x in variants]
     # An overhead below 0 (a variant as fast as one GPU, within noise) draws no upper part.
