@@ -29,8 +29,8 @@ COMMIT_KEYS = ("id", "dirty")
 
 
 def _read(path: Path) -> dict[str, Any]:
-    load_results(path, "part")  # the gate's checks: readable, benchmarks with medians, machine info
-    return json.loads(path.read_text())
+    # The gate's checks: readable, benchmarks with names and medians, machine info.
+    return dict(load_results(path, "part").document)
 
 
 def _same(parts: Sequence[tuple[Path, dict[str, Any]]], what: str, value_of) -> None:

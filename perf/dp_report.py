@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from perf.dp_workloads import BUCKETED, OPTIMIZER_KINDS, SHARDED_SUITE, SUITE, VARIANTS
-from perf.report_format import Info, fmt, of_suite, registry_order, titled
+from perf.report_format import Info, fmt, gib, of_suite, registry_order, titled
 
 STEP_TITLE = (
     "data-parallel training step per variant: overhead and share over one GPU alone ('single'), "
@@ -51,10 +51,6 @@ def variant_label(x: Info) -> str:
     if x["variant"] == BUCKETED:
         return f"{BUCKETED} {x['bucket_size_mb']:g}MiB"
     return x["variant"]
-
-
-def _gib(value: float | None) -> str:
-    return fmt(None if value is None else value / 2**30, ".2f")
 
 
 def step_table(infos: Iterable[Info]) -> list[str]:
@@ -106,9 +102,9 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
             lines.append(setup_line(x))
         state = x.get("optimizer_state_bytes")
         lines.append(
-            f"  {x['optimizer_kind']:<13} {_gib(x.get('after_build_bytes')):>7} "
-            f"{_gib(x.get('before_step_bytes')):>8} {_gib(x.get('after_step_bytes')):>8} "
-            f"{_gib(x.get('peak_bytes')):>7} {fmt(None if state is None else state / 2**20, '.1f'):>10} "
+            f"  {x['optimizer_kind']:<13} {gib(x.get('after_build_bytes')):>7} "
+            f"{gib(x.get('before_step_bytes')):>8} {gib(x.get('after_step_bytes')):>8} "
+            f"{gib(x.get('peak_bytes')):>7} {fmt(None if state is None else state / 2**20, '.1f'):>10} "
             f"{fmt(x.get('state_vs_adamw'), '.3f'):>8} {fmt(x.get('median_ms'), '.3f'):>10}"
         )
     return lines

@@ -28,7 +28,7 @@ from model.optim import build_optimizer
 from parallel.ddp import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, check_bucket_size_mb
 from parallel.sharded_optimizer import ShardedOptimizer
 from perf.allreduce_workloads import timed_iterations
-from perf.harness import nvtx_range
+from perf.harness import elapsed_ms, mark, nvtx_range
 from perf.workloads import build_model, lm_config, random_batch
 
 # What the benchmarks pass to the harness as `suite`; the report recognizes them by it.
@@ -344,22 +344,15 @@ def _step_function(
         marks = None
         if finish is not None:
             with nvtx_range("gradient_sync"):
-                start = _mark(cuda)
+                start = mark(cuda)
                 finish()
-                marks = start, _mark(cuda)
+                marks = start, mark(cuda)
         with nvtx_range("optimizer_step"):
             optimizer.step()
         return marks
 
     return step
 
-
-def _mark(cuda: bool) -> Any:
-    if not cuda:
-        return time.perf_counter()
-    event = torch.cuda.Event(enable_timing=True)
-    event.record()
-    return event
 
 
 def _timed_step(step: Callable[[], tuple[Any, Any] | None], device: torch.device) -> tuple[float, float]:
@@ -378,7 +371,7 @@ def _timed_step(step: Callable[[], tuple[Any, Any] | None], device: torch.device
     if marks is None:
         return seconds, 0.0
     begin, end = marks  # CUDA events can be read only once they have completed: after the synchronize
-    return seconds, begin.elapsed_time(end) / 1e3 if device.type == "cuda" else end - begin
+    return seconds, elapsed_ms(begin, end, device.type == "cuda") / 1e3
 
 
 def _synchronize(device: torch.device) -> None:

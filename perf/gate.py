@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,8 @@ class Results:
     path: Path
     machine: str  # the GPU model, or 'the CPU (<model>)' for CPU runs
     timings: dict[str, Timing]
+    # The whole file as read, for readers that need more than timings (reports, combining parts).
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def recorded_on(perf_info: object) -> str | None:
@@ -164,7 +166,7 @@ def load_results(path: Path, role: str) -> Results:
         if not isinstance(name, str) or not isinstance(median, int | float) or not median > 0:
             raise GateError(f"{where}: benchmark #{i} has no fullname or no positive stats.median")
         timings[name] = Timing(float(median), median_standard_error(stats))
-    return Results(path, machine, timings)
+    return Results(path, machine, timings, data)
 
 
 def check_same_machine(baseline: Results, current: Results, current_label: str) -> None:

@@ -314,7 +314,8 @@ def _replay_clock(durations_s: Sequence[float]) -> Iterator[float]:
         yield now
 
 
-def _mark(cuda: bool) -> Any:
+def mark(cuda: bool) -> Any:
+    """A point in a step's timeline: a recorded CUDA event on the GPU, the host clock on the CPU."""
     if not cuda:
         return time.perf_counter()
     event = torch.cuda.Event(enable_timing=True)
@@ -322,7 +323,8 @@ def _mark(cuda: bool) -> Any:
     return event
 
 
-def _elapsed_ms(start: Any, end: Any, cuda: bool) -> float:
+def elapsed_ms(start: Any, end: Any, cuda: bool) -> float:
+    """Milliseconds between two marks; CUDA events must have completed (synchronize first)."""
     return start.elapsed_time(end) if cuda else (end - start) * 1e3
 
 
@@ -386,15 +388,15 @@ class Bench:
         synchronize()
         for _ in range(repeats):
             value = None
-            row = [_mark(cuda)]
+            row = [mark(cuda)]
             for _name, phase in phases:
                 value = phase(value)
-                row.append(_mark(cuda))
+                row.append(mark(cuda))
             marks.append(row)
         synchronize()
         medians = {}
         for i, (name, _phase) in enumerate(phases):
-            medians[name] = statistics.median(_elapsed_ms(row[i], row[i + 1], cuda) for row in marks)
+            medians[name] = statistics.median(elapsed_ms(row[i], row[i + 1], cuda) for row in marks)
         return medians
 
     def run(

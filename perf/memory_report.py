@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from model.precision import PRECISIONS
-from perf.report_format import Info, fmt, of_suite, registry_order, titled
+from perf.report_format import Info, fmt, gib, of_suite, registry_order, titled
 from perf.transfer_workloads import HOST_MEMORY, byte_size_label
 
 MEMORY_TITLE = "peak memory per step (GiB): the state resident between steps and what a step adds"
@@ -22,10 +22,6 @@ TITLE = "memory, CUDA graphs and host-to-device copies"
 
 def results_of(suite: str, infos: Iterable[Info]) -> list[Info]:
     return of_suite(infos, suite)
-
-
-def _gib(value: float | None) -> str:
-    return fmt(None if value is None else value / 2**30, ".2f")
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -51,9 +47,9 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
     for x in results:
         lines.append(
             f"{x['preset']:<8} {x['context']:>5} {x['precision']:<9} {x['mode']:<10} "
-            f"{_gib(x.get('peak_memory_bytes')):>8} {_gib(x.get('resident_bytes')):>8} "
-            f"{_gib(x.get('params_bytes')):>8} {_gib(x.get('grads_bytes')):>8} "
-            f"{_gib(x.get('optimizer_state_bytes')):>8} {_gib(x.get('activation_peak_bytes')):>8}"
+            f"{gib(x.get('peak_memory_bytes')):>8} {gib(x.get('resident_bytes')):>8} "
+            f"{gib(x.get('params_bytes')):>8} {gib(x.get('grads_bytes')):>8} "
+            f"{gib(x.get('optimizer_state_bytes')):>8} {gib(x.get('activation_peak_bytes')):>8}"
         )
     return lines
 

@@ -16,7 +16,6 @@ written, 2 none written (bad input, a folder that cannot be written), with one l
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -59,9 +58,13 @@ class Benchmark:
 
 @dataclass(frozen=True)
 class Run:
-    results: gate.Results  # the gate's view: processor and timings
-    data: Mapping[str, Any]  # the whole file: machine_info, commit_info, datetime
+    results: gate.Results  # the gate's view: processor, timings and the whole file
     benchmarks: list[Benchmark]
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """The whole file: machine_info, commit_info, datetime."""
+        return self.results.document
 
     @property
     def infos(self) -> list[Info]:
@@ -71,15 +74,7 @@ class Run:
 def load_run(path: Path, role: str) -> Run:
     """A result file with everything the report shows; refused (GateError) where the gate refuses it."""
     results = gate.load_results(path, role)
-    # The gate keeps timings only; the report needs extra_info and machine info too, so the file,
-    # checked above, is read once more.
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise GateError(f"{role} {path}: cannot be read ({err})") from None
-    entries = data.get("benchmarks") if isinstance(data, dict) else None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise GateError(f"{role} {path}: changed while it was read; run the report again")
+    entries = results.document["benchmarks"]  # load_results checked each has a fullname and stats
     benchmarks = [
         Benchmark(
             fullname=entry["fullname"],
@@ -89,7 +84,7 @@ def load_run(path: Path, role: str) -> Run:
         for entry in entries
         if isinstance(entry.get("fullname"), str) and isinstance(entry.get("stats"), dict)
     ]
-    return Run(results, data, benchmarks)
+    return Run(results, benchmarks)
 
 
 # --------------------------------------------------------------------------- machine and run

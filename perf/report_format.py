@@ -31,6 +31,11 @@ def titled(tables: Iterable[tuple[str, Table]], infos: Iterable[Info]) -> list[s
     return lines
 
 
+def gib(value: float | None) -> str:
+    """Bytes as GiB with two decimals; '-' where the figure is missing (CPU runs)."""
+    return fmt(None if value is None else value / 2**30, ".2f")
+
+
 def of_suite(infos: Iterable[Info], suite: str, required: Iterable[str] = ()) -> list[Info]:
     """The results of one suite (extra_info "suite") that carry every required key."""
     required = tuple(required)

@@ -76,6 +76,13 @@ def run_gate(capsys, *argv, **kwargs) -> tuple[int, str, str]:
     return code, out, err
 
 
+def compare_files(tmp_path, capsys, base: dict, current: dict) -> tuple[int, str, str]:
+    """The gate on two stored runs (--baseline and --current), no measuring."""
+    baseline = write_results(tmp_path / "base.json", base)
+    current_file = write_results(tmp_path / "current.json", current)
+    return run_gate(capsys, "--baseline", baseline, "--current", current_file)
+
+
 def section(out: str, title: str) -> list[str]:
     """The rows (node ids) listed under a section of the report whose title starts with `title`."""
     lines = out.splitlines()
@@ -137,13 +144,7 @@ def test_unchanged_results_with_realistic_noise_pass(tmp_path, capsys, seed):
     base = suite({n: 0.010 * (1 + i / 10) for i, n in enumerate(NAMES)}, iqr_fraction=0.025, seed=seed)
     moved = {n: s["median"] * (1 + rng.choice((-1, 1)) * rng.uniform(0.01, 0.02)) for n, s in base.items()}
     current = {n: stats(m, rng.uniform(0.02, 0.03), seed=100 + i) for i, (n, m) in enumerate(moved.items())}
-    code, out, err = run_gate(
-        capsys,
-        "--baseline",
-        write_results(tmp_path / "base.json", base),
-        "--current",
-        write_results(tmp_path / "current.json", current),
-    )
+    code, out, err = compare_files(tmp_path, capsys, base, current)
     assert (code, err) == (0, "")
     assert out.splitlines()[-1].startswith(f"PASS ({len(NAMES)} compared, 0 faster")
 
@@ -152,13 +153,7 @@ def test_ten_percent_slowdown_with_two_percent_noise_fails_naming_only_it(tmp_pa
     slow = NAMES[5]
     base = suite()
     current = suite({slow: base[slow]["median"] * 1.10}, seed=50)
-    code, out, _ = run_gate(
-        capsys,
-        "--baseline",
-        write_results(tmp_path / "base.json", base),
-        "--current",
-        write_results(tmp_path / "current.json", current),
-    )
+    code, out, _ = compare_files(tmp_path, capsys, base, current)
     assert code == 1
     assert section(out, "regressions") == [slow]
     assert [name for name in NAMES if name in out] == [slow]
@@ -173,13 +168,7 @@ def test_ten_percent_slowdown_within_its_own_thirty_percent_spread_passes(tmp_pa
     noisy = NAMES[2]
     base = {**suite(), noisy: stats(0.012, iqr_fraction=0.30)}
     current = {**suite(seed=9), noisy: stats(0.012 * 1.10, iqr_fraction=0.30, seed=3)}
-    code, out, _ = run_gate(
-        capsys,
-        "--baseline",
-        write_results(tmp_path / "base.json", base),
-        "--current",
-        write_results(tmp_path / "current.json", current),
-    )
+    code, out, _ = compare_files(tmp_path, capsys, base, current)
     assert code == 0
     assert noisy not in out
 
@@ -191,13 +180,7 @@ def test_improvements_new_and_missing_are_listed_and_do_not_fail(tmp_path, capsy
     current = suite({faster: base[faster]["median"] * 0.8})
     del current[gone]
     current[added] = stats(0.02)
-    code, out, _ = run_gate(
-        capsys,
-        "--baseline",
-        write_results(tmp_path / "base.json", base),
-        "--current",
-        write_results(tmp_path / "current.json", current),
-    )
+    code, out, _ = compare_files(tmp_path, capsys, base, current)
     assert code == 0
     assert section(out, "improvements") == [faster]
     assert section(out, "new") == [added]
