@@ -23,7 +23,8 @@ accumulation): about eight times the throughput of full-fp32 dots, with errors c
 TF32 dots read their second operand from column-major copies where it is reduced over its rows
 (see COLUMN_MAJOR_TF32_OPERANDS).
 
-Tile sizes, warps and pipeline stages are autotuned per (length bucket, head dim, causal, dtype).
+Tile sizes, warps and pipeline stages are autotuned per (length bucket, head dim, causal, dtype),
+once per machine: the timings are kept in Triton's cache directory (see _tuned).
 To force one configuration, for example to compare with the autotuned one, set
 FLASH_TRITON_CONFIG, one entry per kernel separated by ';':
 
@@ -468,11 +469,17 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+# Row width class of each candidate, by id: _prune reads it. Not an attribute of the Config, which
+# must stay rebuildable as Config(**config.__dict__) for the autotuner's on-disk cache.
+_WIDTH_OF: dict[int, str] = {}
+
+
 def _config(kernel: str, blocks: tuple[int, ...], warps: int, stages: int, width: str = "") -> triton.Config:
     config = triton.Config(
         dict(zip(BLOCK_NAMES[kernel], blocks, strict=True)), num_warps=warps, num_stages=stages
     )
-    config.width = width  # read by _prune
+    if width:
+        _WIDTH_OF[id(config)] = width
     return config
 
 
@@ -493,7 +500,7 @@ def _row_width(head_dim: int, element_size: int) -> str:
 
 def _prune(configs, named_args, **kwargs):
     width = _row_width(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")), named_args["Q"].element_size())
-    return [c for c in configs if getattr(c, "width", width) == width]
+    return [c for c in configs if _WIDTH_OF.get(id(c), width) == width]
 
 
 def _check_blocks(kernel: str, blocks: dict[str, int]) -> None:
@@ -554,11 +561,16 @@ _tuning_bench = functools.partial(triton.testing.do_bench, warmup=5, rep=25)
 
 
 def _tuned(kernel: str, fn):
+    # cache_results: the timings of each (kernel source, GPU, key) are kept in Triton's cache
+    # directory (TRITON_CACHE_DIR, ~/.triton/cache by default), so a shape is tuned once per machine,
+    # not in every process. A change of the kernel, the candidates or Triton tunes again; deleting
+    # the "*.autotune.json" files there does too.
     return triton.autotune(
         configs=_candidates(kernel),
         key=_AUTOTUNE_KEY,
         prune_configs_by={"early_config_prune": _prune},
         do_bench=_tuning_bench,
+        cache_results=True,
     )(fn)
 
 

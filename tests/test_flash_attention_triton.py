@@ -9,6 +9,7 @@ against naive attention in bf16 (8-bit mantissa, rounding: 2^-9), which bounds w
 
 import pytest
 import torch
+import triton
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -189,6 +190,33 @@ def test_rejects_bad_forced_configuration(monkeypatch, raw, message):
     q, k, v = qkv((1, 1), 8, 8, 16, F32)
     with pytest.raises(ValueError, match=rf"{fat.CONFIG_ENV}: .*{message}"):
         flash_attention_triton(q, k, v)
+
+
+# --------------------------------------------------------------------------- GPU candidates
+@pytest.mark.parametrize("kernel", sorted(fat.BLOCK_NAMES))
+def test_gpu_candidates_survive_the_autotuning_cache(monkeypatch, kernel):
+    """The autotuner's on-disk cache stores each timed config as its __dict__ and rebuilds it with
+    Config(**fields): a config carrying anything else would fail on the second run of a shape."""
+    monkeypatch.setattr(fat, "_interpreting", lambda: False)
+    candidates = fat._candidates(kernel)
+    assert len(candidates) == sum(len(rows) for (k, _), rows in fat._CANDIDATES.items() if k == kernel)
+    for config in candidates:
+        rebuilt = triton.Config(**config.__dict__)
+        assert str(rebuilt) == str(config)
+        assert rebuilt.all_kwargs() == config.all_kwargs()
+
+
+@pytest.mark.parametrize(
+    "head_dim, dtype, width",
+    [(64, BF16, "narrow"), (128, BF16, "wide"), (64, F32, "wide"), (128, F32, "widest")],
+)
+def test_candidates_are_pruned_to_the_row_width(monkeypatch, head_dim, dtype, width):
+    monkeypatch.setattr(fat, "_interpreting", lambda: False)
+    q = torch.empty(1, dtype=dtype)
+    for kernel in fat.BLOCK_NAMES:
+        kept = fat._prune(fat._candidates(kernel), {"Q": q}, HEAD_DIM=head_dim)
+        expected = [fat._config(kernel, *row) for row in fat._CANDIDATES[kernel, width]]
+        assert [str(c) for c in kept] == [str(c) for c in expected]
 
 
 # --------------------------------------------------------------------------- GPU sizes
