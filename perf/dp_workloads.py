@@ -354,7 +354,6 @@ def _step_function(
     return step
 
 
-
 def _timed_step(step: Callable[[], tuple[Any, Any] | None], device: torch.device) -> tuple[float, float]:
     """(seconds of one step on this rank, started when all ranks are ready; seconds in finish).
 

@@ -44,8 +44,7 @@ REPORT_DIR = Path("reports")  # ignored by git (.gitignore: /reports/)
 # The gate's defaults: a report marks as slower or faster what the gate would.
 THRESHOLD = 0.05
 Z = 3.0
-VERDICTS = ("slower", "faster", "unchanged")  # gate.classify's
-
+VERDICTS = ("slower", "faster", "unchanged", gate.HOST_BOUND_SLOWER)  # gate.judge's
 
 
 # --------------------------------------------------------------------------- result files
@@ -148,7 +147,7 @@ class Compared:
     name: str  # node id
     baseline: gate.Timing
     current: gate.Timing
-    verdict: str  # gate.classify's: 'slower', 'faster', 'unchanged'
+    verdict: str  # gate.judge's: 'slower', 'faster', 'unchanged', 'host-bound slower'
 
     @property
     def ratio(self) -> float:
@@ -168,7 +167,7 @@ def compare(baseline: gate.Results, current: gate.Results, threshold: float, z: 
     for name, timing in current.timings.items():
         before = baseline.timings.get(name)
         if before is not None:
-            rows.append(Compared(name, before, timing, gate.classify(before, timing, threshold, z)))
+            rows.append(Compared(name, before, timing, gate.judge(before, timing, threshold, z)))
     return Comparison(
         rows=sorted(rows, key=lambda row: -row.ratio),
         new=[name for name in current.timings if name not in baseline.timings],
@@ -186,10 +185,15 @@ def comparison_blocks(comparison: Comparison, threshold: float, z: float, out: P
         Heading(2, "Against the baseline"),
         Paragraph(
             f"{len(comparison.rows)} benchmarks in both runs: {counts['slower']} slower, {counts['faster']} "
-            f"faster, {counts['unchanged']} unchanged; {len(comparison.new)} new, {len(comparison.missing)} "
-            f"missing. Ratio: current median / baseline median (above 1: slower). Slower or faster: by more "
+            f"faster, {counts['unchanged']} unchanged, {counts[gate.HOST_BOUND_SLOWER]} host-bound slower; "
+            f"{len(comparison.new)} new, {len(comparison.missing)} missing. "
+            "Ratio: current median / baseline median (above 1: slower). Slower or faster: by more "
             f"than {threshold:.0%} and by more than {z:g} standard errors of the two medians, each from its "
-            "run's own rounds: the rule of perf/gate.py, which also measures suspects again (a report can't)."
+            "run's own rounds: the rule of perf/gate.py, which also measures suspects again (a report "
+            "can't). Host-bound slower: host-bound in the baseline (one call keeps the host busy for at "
+            f"least {gate.HOST_BOUND_SHARE:.0%} of its time, so its time follows the host's CPU) and slower, "
+            f"but by less than the gate's host-bound threshold ({gate.HOST_BOUND_THRESHOLD:.0%}): listed, "
+            "never failing."
         ),
         Table(
             ("benchmark", "baseline ms", "current ms", "ratio", "verdict"),

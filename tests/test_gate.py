@@ -51,13 +51,22 @@ def stats(median: float, iqr_fraction: float = 0.02, rounds: int = 40, seed: int
     }
 
 
-def write_results(path: Path, benchmarks: dict[str, dict], gpu: str | None = H100) -> Path:
-    """A result file as `pytest --benchmark-json` writes it, with the suite's machine_info.perf."""
+def write_results(
+    path: Path, benchmarks: dict[str, dict], gpu: str | None = H100, extra: dict[str, dict] | None = None
+) -> Path:
+    """A result file as `pytest --benchmark-json` writes it, with the suite's machine_info.perf;
+    `extra` holds extra_info per node id."""
     perf = {"device": "cuda" if gpu else "cpu", "cpu_model": "Intel(R) Xeon(R) Processor"}
     if gpu:
         perf["gpu"] = {"name": gpu, "count": 1}
     entries = [
-        {"name": name.split("::")[1], "fullname": name, "group": None, "stats": s, "extra_info": {}}
+        {
+            "name": name.split("::")[1],
+            "fullname": name,
+            "group": None,
+            "stats": s,
+            "extra_info": (extra or {}).get(name, {}),
+        }
         for name, s in benchmarks.items()
     ]
     path.write_text(json.dumps({"machine_info": {"perf": perf}, "benchmarks": entries}))
@@ -186,6 +195,98 @@ def test_improvements_new_and_missing_are_listed_and_do_not_fail(tmp_path, capsy
     assert section(out, "new") == [added]
     assert section(out, "missing") == [gone]
     assert out.splitlines()[-1].startswith(f"PASS ({len(NAMES) - 1} compared, 1 faster")
+
+
+# --------------------------------------------------------------------------- host-bound benchmarks
+def host_ms(median_s: float, share: float) -> dict:
+    """extra_info of a call that keeps the host busy for `share` of its median time."""
+    return {"median_ms": median_s * 1e3, "host_ms": share * median_s * 1e3}
+
+
+def host_bound_files(
+    tmp_path, host_share_before: float, host_share_after: float
+) -> tuple[Path, Path, str, str]:
+    """NAMES[0] 20% slower with the given host shares, NAMES[1] (GPU-bound) 10% slower."""
+    launch_bound, gpu_bound = NAMES[0], NAMES[1]
+    base = suite()
+    slower = {launch_bound: base[launch_bound]["median"] * 1.2, gpu_bound: base[gpu_bound]["median"] * 1.1}
+    current = suite(slower, seed=7)
+    before = {launch_bound: host_ms(base[launch_bound]["median"], host_share_before)}
+    after = {launch_bound: host_ms(current[launch_bound]["median"], host_share_after)}
+    return (
+        write_results(tmp_path / "base.json", base, extra=before),
+        write_results(tmp_path / "current.json", current, extra=after),
+        launch_bound,
+        gpu_bound,
+    )
+
+
+def test_host_bound_slowdown_within_its_threshold_is_listed_and_a_gpu_bound_one_fails(tmp_path, capsys):
+    baseline, current, launch_bound, gpu_bound = host_bound_files(tmp_path, 0.95, 0.97)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current)
+    assert code == 1
+    assert section(out, "regressions") == [gpu_bound]
+    assert section(out, "host-bound, slower by more than 5% but not 25%") == [launch_bound]
+    assert "1 host-bound slower" in out.splitlines()[-1]
+
+
+def test_host_bound_threshold_option_sets_their_threshold(tmp_path, capsys):
+    baseline, current, launch_bound, gpu_bound = host_bound_files(tmp_path, 0.95, 0.97)
+    code, out, _ = run_gate(
+        capsys, "--baseline", baseline, "--current", current, "--host-bound-threshold", 0.1
+    )
+    assert code == 1
+    assert section(out, "regressions") == [launch_bound, gpu_bound]
+    assert "host-bound, slower" not in out
+
+
+def test_host_bound_slowdown_beyond_its_threshold_fails(tmp_path, capsys):
+    launch_bound = NAMES[0]
+    base = suite()
+    current = write_results(tmp_path / "c.json", suite({launch_bound: base[launch_bound]["median"] * 1.3}))
+    before = {launch_bound: host_ms(base[launch_bound]["median"], 0.95)}
+    baseline = write_results(tmp_path / "base.json", base, extra=before)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current)
+    assert code == 1
+    assert section(out, "regressions") == [launch_bound]
+
+
+def test_benchmark_that_became_host_bound_is_judged_as_gpu_bound(tmp_path, capsys):
+    """A change that makes the GPU wait on the host (a sync per step) must not hide behind the rule."""
+    baseline, current, launch_bound, gpu_bound = host_bound_files(tmp_path, 0.3, 0.97)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current)
+    assert code == 1
+    assert section(out, "regressions") == [launch_bound, gpu_bound]
+
+
+def test_host_bound_threshold_applies_to_re_measurements(tmp_path, capsys):
+    launch_bound = NAMES[0]
+    base = suite()
+    before = {launch_bound: host_ms(base[launch_bound]["median"], 0.95)}
+    baseline = write_results(tmp_path / "base.json", base, extra=before)
+    runner = FakeRunner(
+        suite({launch_bound: base[launch_bound]["median"] * 1.3}),
+        {launch_bound: stats(base[launch_bound]["median"] * 1.15)},  # > 5%, < 20%: not slower
+    )
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--host-bound-threshold", 0.2, runner=runner)
+    assert code == 0
+    assert section(out, "did not persist") == [launch_bound]
+
+
+@pytest.mark.parametrize(
+    "info, expected",
+    [
+        ({"median_ms": 10.0, "host_ms": 8.0}, True),
+        ({"median_ms": 10.0, "host_ms": 7.9}, False),
+        ({"median_ms": 10.0, "host_ms": 30.0}, True),  # a single call from an idle GPU can take longer
+        ({"median_ms": 10.0}, False),
+        ({"median_ms": 10.0, "host_ms": None}, False),
+        ({"median_ms": 0, "host_ms": 1.0}, False),
+        ("not a dict", False),
+    ],
+)
+def test_is_host_bound(info, expected):
+    assert gate.is_host_bound(info) is expected
 
 
 # --------------------------------------------------------------------------- re-measurement
@@ -331,6 +432,7 @@ def test_unreadable_file_is_refused(tmp_path, capsys, files):
         (["--z", "0"], "--z 0: accepted is a positive number"),
         (["--z", "inf"], "--z inf: accepted is a positive number"),
         (["--remeasure", "-1"], "--remeasure -1: accepted is an integer >= 0"),
+        (["--host-bound-threshold", "1"], "--host-bound-threshold 1: accepted is a fraction > 0 and < 1"),
         (["--remeasure", "1.5"], "argument --remeasure: invalid int value"),
         (["--color"], "unrecognized arguments: --color"),
         (["--", "-k", "forward"], "leave them out with --current"),

@@ -323,9 +323,10 @@ def test_renderers_escape_text_and_code():
 
 # --------------------------------------------------------------------------- against a baseline
 def comparison_files(tmp_path: Path) -> tuple[Path, Path]:
-    names = [f"perf/test_matmul.py::test_matmul[n{n}-fp32]" for n in (256, 512, 1024)]
+    names = [f"perf/test_matmul.py::test_matmul[n{n}-fp32]" for n in (256, 512, 1024, 128)]
     base = [bench(names[0], 10.0), bench(names[1], 10.0), bench(names[2], 10.0)]
-    now = [bench(names[0], 12.0), bench(names[1], 8.0), bench(names[2], 10.1)]
+    base.append(bench(names[3], 10.0, host_ms=9.5))  # the host takes 95% of a call: host-bound
+    now = [bench(names[0], 12.0), bench(names[1], 8.0), bench(names[2], 10.1), bench(names[3], 11.5)]
     now.append(bench("perf/test_matmul.py::test_matmul[n2048-fp32]", 5.0))
     return write_results(tmp_path / "base.json", base), write_results(tmp_path / "now.json", now)
 
@@ -342,10 +343,14 @@ def test_baseline_table_shows_medians_ratio_and_verdict(tmp_path, capsys):
     # The slowest first.
     assert rows == [
         "| `test_matmul.py::test_matmul[n256-fp32]` | 10 | 12 | 1.200 | slower |",
+        "| `test_matmul.py::test_matmul[n128-fp32]` | 10 | 11.5 | 1.150 | host-bound slower |",
         "| `test_matmul.py::test_matmul[n1024-fp32]` | 10 | 10.1 | 1.010 | unchanged |",
         "| `test_matmul.py::test_matmul[n512-fp32]` | 10 | 8 | 0.800 | faster |",
     ]
-    assert "3 benchmarks in both runs: 1 slower, 1 faster, 1 unchanged; 1 new, 0 missing" in md
+    assert (
+        "4 benchmarks in both runs: 1 slower, 1 faster, 1 unchanged, 1 host-bound slower; 1 new, 0 missing"
+        in md
+    )
     new = lines[lines.index("### New (not in the baseline)") :]
     assert "| `test_matmul.py::test_matmul[n2048-fp32]` |" in new
     assert "](baseline_ratios.png)" in md and "baseline_ratios.png" in pngs(out)
@@ -358,8 +363,8 @@ def test_baseline_table_shows_medians_ratio_and_verdict(tmp_path, capsys):
 def test_threshold_decides_what_is_marked(tmp_path, capsys):
     baseline, current = comparison_files(tmp_path)
     out = tmp_path / "report"
-    assert run_report(capsys, current, "--baseline", baseline, "--out", out, "--threshold", "0.3")[0] == 0
-    assert "0 slower, 0 faster, 3 unchanged" in (out / "report.md").read_text()
+    assert run_report(capsys, current, "--baseline", baseline, "--out", out, "--threshold", "0.4")[0] == 0
+    assert "0 slower, 0 faster, 4 unchanged, 0 host-bound slower" in (out / "report.md").read_text()
 
 
 # --------------------------------------------------------------------------- refusals: exit 2
