@@ -448,7 +448,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         default=HOST_BOUND_THRESHOLD,
         help="relative slowdown that matters for benchmarks host-bound in the baseline (the host "
-        f"busy for {HOST_BOUND_SHARE:.0%} of a call or more), in (0, 1) ({HOST_BOUND_THRESHOLD:g}); "
+        f"busy for {HOST_BOUND_SHARE * 100:.0f}%% of a call or more), in (0, 1) ({HOST_BOUND_THRESHOLD:g}); "
         "smaller ones are listed",
     )
     parser.add_argument("--z", type=float, default=3.0, help="noise bound in standard errors, > 0 (3.0)")

@@ -499,6 +499,15 @@ def test_module_entry_point_exit_codes(tmp_path, files):
     assert "Traceback" not in refusal.stderr
 
 
+def test_help_lists_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        gate.main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--baseline", "--current", "--threshold", "--host-bound-threshold", "--z", "--remeasure"):
+        assert option in out
+
+
 def test_save_keeps_the_runs_results(tmp_path, capsys):
     base = suite()
     baseline = write_results(tmp_path / "base.json", base)
