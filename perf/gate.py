@@ -32,6 +32,10 @@ MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)  # 1.2533
 # is not inflated by the few slow rounds (a collection pass, a clock change) that most runs have.
 IQR_PER_SIGMA = 1.349
 
+# The defaults of the rule: the relative slowdown that matters, and the noise bound in standard errors.
+THRESHOLD = 0.05
+Z = 3.0
+
 # A benchmark is host-bound when one call keeps the host busy for at least this share of the call's
 # median time (extra_info host_ms against median_ms): the GPU then waits on Python and kernel
 # launches, and the time follows the host's CPU. Three back-to-back runs of the default suite on
@@ -433,8 +437,8 @@ def _parser() -> argparse.ArgumentParser:
         "--threshold",
         type=float,
         metavar="FRACTION",
-        default=0.05,
-        help="relative slowdown that matters, in (0, 1) (0.05)",
+        default=THRESHOLD,
+        help=f"relative slowdown that matters, in (0, 1) ({THRESHOLD:g})",
     )
     parser.add_argument(
         "--save",
@@ -451,7 +455,7 @@ def _parser() -> argparse.ArgumentParser:
         f"busy for {HOST_BOUND_SHARE * 100:.0f}%% of a call or more), in (0, 1) ({HOST_BOUND_THRESHOLD:g}); "
         "smaller ones are listed",
     )
-    parser.add_argument("--z", type=float, default=3.0, help="noise bound in standard errors, > 0 (3.0)")
+    parser.add_argument("--z", type=float, default=Z, help=f"noise bound in standard errors, > 0 ({Z:g})")
     parser.add_argument(
         "--remeasure", type=int, metavar="N", default=2, help="times a suspect is measured again, >= 0 (2)"
     )

@@ -42,8 +42,8 @@ from perf.summary_tables import SUMMARY_TABLES
 
 REPORT_DIR = Path("reports")  # ignored by git (.gitignore: /reports/)
 # The gate's defaults: a report marks as slower or faster what the gate would.
-THRESHOLD = 0.05
-Z = 3.0
+THRESHOLD = gate.THRESHOLD
+Z = gate.Z
 VERDICTS = ("slower", "faster", "unchanged", gate.HOST_BOUND_SLOWER)  # gate.judge's
 
 
