@@ -38,8 +38,9 @@ Z = 3.0
 
 # A benchmark is host-bound when one call keeps the host busy for at least this share of the call's
 # median time (extra_info host_ms against median_ms): the GPU then waits on Python and kernel
-# launches, and the time follows the host's CPU. Three back-to-back runs of the default suite on
-# one lent H100 moved such benchmarks by up to 2.0x (median 15%), GPU-bound ones by 0.7% (median).
+# launches, and the time follows the host's CPU. Over three back-to-back runs of each part of the
+# default suite on lent H100s, such benchmarks moved by 14-15% (median) and up to 2.0x, GPU-bound
+# ones by 0.7-0.75% (median).
 # They are judged at a threshold of their own; slowdowns between the two thresholds are listed.
 HOST_BOUND_SHARE = 0.8
 HOST_BOUND_THRESHOLD = 0.25
@@ -401,7 +402,7 @@ def report(
         f"{comparison.compared} compared, {len(comparison.improvements)} faster, "
         f"{len(not_persisted)} did not persist, {len(comparison.host_bound)} host-bound slower, "
         f"{len(comparison.new)} new, {len(comparison.missing)} missing; "
-        f"threshold {threshold:.0%}, z {z:g}" + f", host-bound {host_threshold:.0%}"
+        f"threshold {threshold:.0%}, z {z:g}, host-bound {host_threshold:.0%}"
     )
     verdict = f"FAIL: {len(regressions)} regression{'s' * (len(regressions) != 1)}" if regressions else "PASS"
     return [*lines, f"{verdict} ({counts})"]
