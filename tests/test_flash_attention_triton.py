@@ -104,17 +104,46 @@ def test_random_shapes(batch_heads, seq_q, seq_k, head_dim, dtype, is_causal, se
     check(*qkv(batch_heads, seq_q, seq_k, head_dim, dtype), is_causal)
 
 
+@pytest.mark.parametrize("dtype", [F32, F16])
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_non_contiguous_inputs_and_grad_out(is_causal):
+def test_non_contiguous_inputs_and_grad_out(is_causal, dtype):
     torch.manual_seed(0)
     # (B, T, H, d) projections seen as (B, H, T, d), as the model's attention layer produces them;
-    # keys and values take every other row, and the head dim of grad_out is strided.
-    q = torch.randn(2, 40, 3, 16, device=DEVICE).transpose(1, 2)
-    k = torch.randn(2, 64, 3, 16, device=DEVICE).transpose(1, 2)[:, :, ::2]
-    v = torch.randn(2, 64, 3, 16, device=DEVICE).transpose(1, 2)[:, :, 1::2]
-    grad_out = torch.randn(2, 3, 16, 40, device=DEVICE).transpose(-2, -1)
+    # keys and values take every other row, and the head dim of grad_out is strided. In fp16 the
+    # strides are multiples of 16 bytes, so where there is TMA its descriptors take them as they are.
+    q = torch.randn(2, 40, 3, 16, device=DEVICE, dtype=dtype).transpose(1, 2)
+    k = torch.randn(2, 64, 3, 16, device=DEVICE, dtype=dtype).transpose(1, 2)[:, :, ::2]
+    v = torch.randn(2, 64, 3, 16, device=DEVICE, dtype=dtype).transpose(1, 2)[:, :, 1::2]
+    grad_out = torch.randn(2, 3, 16, 40, device=DEVICE, dtype=dtype).transpose(-2, -1)
     assert not any(t.is_contiguous() for t in (q, k, v, grad_out))
     check(q, k, v, is_causal, grad_out=grad_out)
+
+
+def _misaligned(t: torch.Tensor) -> torch.Tensor:
+    """The same values starting one element into a larger buffer: a base off the 16-byte grid."""
+    buffer = torch.empty(t.numel() + 1, device=t.device, dtype=t.dtype)
+    shifted = buffer[1:].view(t.shape)
+    shifted.copy_(t)
+    return shifted
+
+
+def test_descriptors_are_made_only_where_tma_can_load():
+    q, k, v = qkv((1, 2), 24, 24, 16, F16)
+    large = fat.TMA_MIN_WORK
+    assert fat._descriptors(large, q, k, v) is not None or not fat._has_tma(q.device)
+    assert fat._descriptors(large, *qkv((1, 2), 24, 24, 16, F32)) is None  # fp32: column-major operands
+    assert fat._descriptors(large, q, _misaligned(k), v) is None
+    narrow_rows = torch.randn(1, 2, 24, 20, device=DEVICE, dtype=F16)[..., :16]  # rows 40 bytes apart
+    assert fat._descriptors(large, q, narrow_rows, v) is None
+    if CUDA:  # small calls are bound by the host, where descriptors cost more than they save
+        assert fat._descriptors(large - 1, q, k, v) is None
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_misaligned_16_bit_inputs_load_through_pointers(is_causal):
+    torch.manual_seed(0)
+    q, k, v = qkv((2, 2), 33, 50, 32, F16)
+    check(_misaligned(q), _misaligned(k), _misaligned(v), is_causal)
 
 
 def test_expanded_grad_out():
@@ -167,6 +196,26 @@ def test_forced_configuration_gives_the_same_result(monkeypatch):
         torch.testing.assert_close(got, expected, **tolerance)
 
 
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_forward_key_tiles_wider_than_query_tiles(monkeypatch, is_causal, dtype):
+    """The diagonal then starts inside a key tile, which the forward must mask from its start."""
+    monkeypatch.setenv(fat.CONFIG_ENV, "forward:BLOCK_M=16,BLOCK_N=64,num_stages=1")
+    torch.manual_seed(0)
+    check(*qkv((1, 2), 100, 129, 32, dtype), is_causal)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("seq_q, seq_k", [(100, 100), (33, 70), (70, 33)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_one_pass_backward_with_atomic_dq(monkeypatch, is_causal, seq_q, seq_k, dtype):
+    """ATOMIC_DQ=1: key tiles add their shares of dQ into one fp32 buffer, rows past seq_q dropped."""
+    monkeypatch.setenv(fat.CONFIG_ENV, "backward:BLOCK_M1=16,BLOCK_N1=32,BLOCK_M2=16,BLOCK_N2=16,ATOMIC_DQ=1")
+    torch.manual_seed(0)
+    check(*qkv((2, 2), seq_q, seq_k, 32, dtype), is_causal)
+    assert fat._ran("backward")["ATOMIC_DQ"] == 1
+
+
 @pytest.mark.parametrize(
     "raw, message",
     [
@@ -176,9 +225,13 @@ def test_forced_configuration_gives_the_same_result(monkeypatch):
         ),
         ("forward:BLOCK_M=64", r"the forward entry needs BLOCK_N, a power of two >= 16"),
         ("forward:BLOCK_M=48,BLOCK_N=16", r"the forward entry needs BLOCK_M, a power of two >= 16"),
-        ("forward:BLOCK_M=32,BLOCK_N=64", r"the forward entry needs BLOCK_M a multiple of BLOCK_N"),
         ("forward:BLOCK_M=64,BLOCK_N=32,warps=4", r"'warps=4' in the forward entry must be NAME=positive"),
         ("forward:BLOCK_M=64,BLOCK_N=x", r"'BLOCK_N=x' in the forward entry must be NAME=positive integer"),
+        (
+            "backward:BLOCK_M1=32,BLOCK_N1=64,BLOCK_M2=64,BLOCK_N2=32,ATOMIC_DQ=2",
+            r"'ATOMIC_DQ=2' in the backward entry must be .*, or ATOMIC_DQ=0 or 1",
+        ),
+        ("forward:BLOCK_M=64,BLOCK_N=32,ATOMIC_DQ=1", r"'ATOMIC_DQ=1' in the forward entry must be NAME="),
         (
             "backward:BLOCK_M1=64,BLOCK_N1=32,BLOCK_M2=64,BLOCK_N2=32",
             r"the backward entry needs BLOCK_N1 a multiple of BLOCK_M1",
@@ -208,14 +261,19 @@ def test_gpu_candidates_survive_the_autotuning_cache(monkeypatch, kernel):
 
 @pytest.mark.parametrize(
     "head_dim, dtype, width",
-    [(64, BF16, "narrow"), (128, BF16, "wide"), (64, F32, "wide"), (128, F32, "widest")],
+    [(64, BF16, "narrow"), (128, BF16, "wide"), (32, F32, "narrow"), (64, F32, "wide"), (128, F32, "widest")],
 )
 def test_candidates_are_pruned_to_the_row_width(monkeypatch, head_dim, dtype, width):
+    """... and fp32 keeps only the two-pass backward."""
     monkeypatch.setattr(fat, "_interpreting", lambda: False)
     q = torch.empty(1, dtype=dtype)
     for kernel in fat.BLOCK_NAMES:
         kept = fat._prune(fat._candidates(kernel), {"Q": q}, HEAD_DIM=head_dim)
-        expected = [fat._config(kernel, *row) for row in fat._CANDIDATES[kernel, width]]
+        rows = fat._CANDIDATES[kernel, width]
+        if dtype == F32:
+            rows = [row for row in rows if len(row) == 3]
+        expected = [fat._config(kernel, *row) for row in rows]
+        assert not (dtype == F32 and any(c.kwargs.get("ATOMIC_DQ") for c in kept))
         assert [str(c) for c in kept] == [str(c) for c in expected]
 
 
@@ -242,3 +300,16 @@ def test_second_gpu_tensors_launch_on_their_device():
     expected = reference_attention(q, k, v, is_causal=True)
     assert out.device == q.device
     torch.testing.assert_close(out.double(), expected, rtol=2e-2, atol=2e-3)
+
+
+def test_tuning_counts_the_one_pass_dq_conversion():
+    """The autotuner times each backward candidate with this post-hook: the one-pass form's timing
+    then includes converting its fp32 dQ, the two-pass form's nothing more."""
+    assert fat._KERNELS["backward"][1].post_hook is fat._convert_dq_while_tuning
+    dq, dq_acc = torch.zeros(4, 8, dtype=F16), torch.full((4, 8), 0.5)
+    fat._convert_dq_while_tuning({"ATOMIC_DQ": 0, "DQ": dq, "DQ_ACC": dq_acc})
+    assert dq.abs().sum() == 0
+    fat._convert_dq_while_tuning({"ATOMIC_DQ": 1, "DQ": dq, "DQ_ACC": dq_acc}, exception=RuntimeError())
+    assert dq.abs().sum() == 0
+    fat._convert_dq_while_tuning({"ATOMIC_DQ": 1, "DQ": dq, "DQ_ACC": dq_acc})
+    assert torch.equal(dq, dq_acc.to(F16))
