@@ -25,7 +25,7 @@ forward rounds the diagonal's start down to a key tile, so any two tile sizes wo
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA):
 a descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end
 of a sequence returned as zeros. Other inputs (fp32, older GPUs, bases or strides not a multiple of
-16 bytes) load through pointers.
+16 bytes) and calls too small to hide the descriptors' host cost (TMA_MIN_WORK) load through pointers.
 
 Precision: accumulators, the softmax and L are fp32. fp16 and bf16 inputs use the tensor cores in
 their own type. fp32 inputs use TF32 tensor-core dots (inputs rounded to a 10-bit mantissa, fp32
@@ -512,9 +512,8 @@ _ONE_PASS = {"ATOMIC_DQ": 1}
 # Candidates as block sizes, then (num_warps, num_stages) and any switches. Chosen from a sweep of 120 to 144
 # configurations per kernel on an H100 (bf16 and fp32, head dims 64 and 128, lengths 1024 to 16384):
 # these were within 3% of the best there. "wide" rows (head dim x element size >= 256 bytes) need
-# smaller tiles to fit in shared memory. The one-pass backward (TMA loads and adds) ran at 1.04-1.06x
-# the two passes' speed at head dim 64 causal, lengths 4096 to 16384, and at 0.95-0.99x at head dim
-# 64 non-causal or length 1024: a candidate for "narrow" rows only.
+# smaller tiles to fit in shared memory. The one-pass backward is a candidate for "narrow" rows only:
+# it was slower at head dim 128 (see the module docstring for the measurements).
 _CANDIDATES = {
     ("forward", "narrow"): [((64, 64), 4, 3), ((64, 64), 4, 2), ((128, 64), 8, 3), ((128, 64), 8, 4),
                             ((128, 64), 4, 3), ((128, 128), 8, 3), ((64, 128), 4, 3), ((64, 128), 4, 2)],
@@ -667,6 +666,15 @@ def _tuned(kernel: str, fn, post_hook=None):
     )(fn)
 
 
+def _zero_dq_acc_for_one_pass(args) -> bool:
+    """Heuristic for DQ_ACC_ZEROED: the one-pass form adds into DQ_ACC, so it is zeroed right before
+    each launch of that form (autotuning runs included); the two-pass form leaves it alone."""
+    if not args["ATOMIC_DQ"]:
+        return False
+    args["DQ_ACC"].zero_()
+    return True
+
+
 def _fit_descriptors(rows_of: dict[str, str], switch: str | None = None):
     """Heuristic for USE_TMA: whether the launcher passed descriptors (and the configuration about to
     run has `switch` on), whose tile shapes it then sets from that configuration: the autotuner picks
@@ -701,7 +709,7 @@ _backward_fixed = triton.heuristics(
         ),
         # Triton's interpreter has no TMA reductions; it adds through pointers.
         "TMA_REDUCE": lambda a: a["USE_TMA"] and not _interpreting(),
-        "DQ_ACC_ZEROED": lambda a: bool(a["ATOMIC_DQ"]) and a["DQ_ACC"].zero_() is not None,
+        "DQ_ACC_ZEROED": _zero_dq_acc_for_one_pass,
     }
 )(_backward_kernel)
 _KERNELS = {
