@@ -18,9 +18,10 @@ dim 64 non-causal or at 1024, and 1.11 times at head dim 128 (which keeps to the
 
 Causal attention (top-left aligned, as in F.scaled_dot_product_attention: query i sees keys 0..i)
 skips the tiles wholly in the future and applies the mask only on tiles that cross the diagonal;
-the others run without any mask. In the backward, tiles along the query axis are multiples of those
-along the key axis (the reverse in the dK/dV pass), so the diagonal starts on a tile boundary; the
-forward rounds the diagonal's start down to a key tile, so any two tile sizes work there.
+the others run without any mask. The forward rounds the diagonal's start down to a key tile, and
+the dK/dV pass masks the query tiles from the key tile's start up to the larger of the two tile
+sizes, so any two tile sizes work there; the dQ pass needs its query tiles a multiple of its key
+tiles, so that the diagonal starts on a key tile boundary.
 
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA):
 a descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end
@@ -39,7 +40,10 @@ To force one configuration, for example to compare with the autotuned one, set
 FLASH_TRITON_CONFIG, one entry per kernel separated by ';':
 
     FLASH_TRITON_CONFIG="forward:BLOCK_M=64,BLOCK_N=32,num_warps=4,num_stages=2"
-    FLASH_TRITON_CONFIG="dkdv:BLOCK_M=32,BLOCK_N=64,num_warps=4,num_stages=2;dq:BLOCK_M=64,BLOCK_N=32"
+    FLASH_TRITON_CONFIG="forward:BLOCK_M=64,BLOCK_N=32;backward:BLOCK_M1=32,BLOCK_N1=64,BLOCK_M2=64,BLOCK_N2=32"
+
+The backward entry names the dK/dV pass's query and key tiles (BLOCK_M1, BLOCK_N1) and the dQ
+pass's (BLOCK_M2, BLOCK_N2), and takes ATOMIC_DQ=1 for the one-pass form.
 
 Kernels not named keep autotuning; a kernel named takes exactly the values given (unnamed values
 default to num_warps=4, num_stages=2). `forced_configs()` says what is in force.
@@ -280,7 +284,8 @@ def _dkdv_tiles(
         ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)
         dk += tl.dot(ds_t, q_b, input_precision=DOT_PRECISION)
         if ATOMIC_DQ:
-            dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION) * sm_scale  # (BLOCK_M, D)
+            # Unscaled: the launcher's conversion of the fp32 sum multiplies by the scale once.
+            dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION)  # (BLOCK_M, D)
             if TMA_REDUCE:  # one bulk add of the tile in L2; rows past seq_q are dropped
                 desc_dq.atomic_add([b, h, start_m, 0], dq.reshape(1, 1, BLOCK_M, HEAD_DIM))
             else:
@@ -328,15 +333,17 @@ def _dkdv_program(
     lo = 0
     if IS_CAUSAL:
         # Queries before start_n see none of these keys; those in [start_n, start_n + BLOCK_N) cross
-        # the diagonal and take the mask; later ones see the whole tile.
+        # the diagonal and take the mask, in query tiles from start_n (the larger of the two tile
+        # sizes, both powers of two, spans them); later ones see the whole tile.
+        diagonal_end = start_n + (BLOCK_N if BLOCK_N >= BLOCK_M else BLOCK_M)
         dk, dv = _dkdv_tiles(
             dk, dv, k, v, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
             desc_q, desc_do, desc_dq, dq_ptrs, b32, h32, offs_n, offs_m,
-            start_n, tl.minimum(start_n + BLOCK_N, seq_q), seq_q, qk_scale, sm_scale,
+            start_n, tl.minimum(diagonal_end, seq_q), seq_q, qk_scale, sm_scale,
             BLOCK_M, HEAD_DIM, EVEN_M, True, DOT_PRECISION, COLUMN_MAJOR_COPIES,
             ATOMIC_DQ, USE_TMA, TMA_REDUCE,
         )  # fmt: skip
-        lo = start_n + BLOCK_N
+        lo = diagonal_end
     dk, dv = _dkdv_tiles(
         dk, dv, k, v, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
         desc_q, desc_do, desc_dq, dq_ptrs, b32, h32, offs_n, offs_m, lo, seq_q, seq_q, qk_scale, sm_scale,
@@ -471,7 +478,6 @@ def _backward_kernel(
     scores and dP for dQ at the price of the adds; with USE_TMA its q and dO tiles come through TMA
     descriptors and (TMA_REDUCE) each add is one bulk reduction in L2.
     """
-    tl.static_assert(BLOCK_N1 % BLOCK_M1 == 0)
     tl.static_assert(BLOCK_M2 % BLOCK_N2 == 0)
     tl.static_assert(DQ_ACC_ZEROED or not ATOMIC_DQ)
     pid = tl.program_id(0)
@@ -583,13 +589,10 @@ def _prune(configs, named_args, **kwargs):
 
 
 def _check_blocks(kernel: str, blocks: dict[str, int]) -> None:
-    """In the backward the diagonal must start on a tile boundary of the inner loops (see the module
-    docstring); the forward takes any two tile sizes."""
-    if kernel == "forward":
-        return
-    for outer, inner in [("BLOCK_N1", "BLOCK_M1"), ("BLOCK_M2", "BLOCK_N2")]:
-        if blocks[outer] % blocks[inner]:
-            raise ValueError(f"{CONFIG_ENV}: the {kernel} entry needs {outer} a multiple of {inner}")
+    """In the backward's dQ pass the diagonal must start on a key tile boundary (see the module
+    docstring); the forward and the dK/dV pass take any two tile sizes."""
+    if kernel == "backward" and blocks["BLOCK_M2"] % blocks["BLOCK_N2"]:
+        raise ValueError(f"{CONFIG_ENV}: the {kernel} entry needs BLOCK_M2 a multiple of BLOCK_N2")
 
 
 @functools.lru_cache(maxsize=16)
@@ -644,11 +647,16 @@ _AUTOTUNE_KEY = ["SEQ_Q_BUCKET", "SEQ_K_BUCKET", "WITH_DESCRIPTORS", "HEAD_DIM",
 _tuning_bench = functools.partial(triton.testing.do_bench, warmup=5, rep=25)
 
 
+def _convert_dq(dq_acc: torch.Tensor, sm_scale: float, dq: torch.Tensor) -> None:
+    """The one-pass form's dQ: its fp32 sum of unscaled shares, scaled and cast into dq in one pass."""
+    torch.mul(dq_acc, sm_scale, out=dq)
+
+
 def _convert_dq_while_tuning(args, exception=None) -> None:
     """Autotuner post-hook: converting the one-pass form's fp32 dQ is part of that form's cost, so
     the timings that choose between the forms include it (after a chosen run, the launcher converts)."""
     if exception is None and args.get("ATOMIC_DQ"):
-        args["DQ"].copy_(args["DQ_ACC"])
+        _convert_dq(args["DQ_ACC"], args["sm_scale"], args["DQ"])
 
 
 def _tuned(kernel: str, fn, post_hook=None):
@@ -700,7 +708,10 @@ _forward_fixed = triton.heuristics(
 )(_forward_kernel)
 _backward_fixed = triton.heuristics(
     {
-        "EVEN_M1": lambda a: a["seq_q"] % a["BLOCK_M1"] == 0,
+        # Causal dK/dV query tiles start at a key tile: aligned to BLOCK_M1 only if it divides BLOCK_N1.
+        "EVEN_M1": lambda a: (
+            a["seq_q"] % a["BLOCK_M1"] == 0 and (not a["IS_CAUSAL"] or a["BLOCK_N1"] % a["BLOCK_M1"] == 0)
+        ),
         "EVEN_N1": lambda a: a["seq_k"] % a["BLOCK_N1"] == 0,
         "EVEN_M2": lambda a: a["seq_q"] % a["BLOCK_M2"] == 0,
         "EVEN_N2": lambda a: a["seq_k"] % a["BLOCK_N2"] == 0,
@@ -871,6 +882,7 @@ def attention_backward(
     qc, kc, doc = (_column_major(t) for t in (q, k, grad_out)) if copies else (q, k, grad_out)
     work = batch * heads * seq_q * seq_k * head_dim
     descriptors = _descriptors(work, q, grad_out, dq_acc) or [None] * 3
+    sm_scale = 1.0 / math.sqrt(head_dim)
     rows = 64
     with _on_device(q.device):
         _row_dot_kernel[(triton.cdiv(seq_q, rows), batch * heads)](
@@ -883,13 +895,13 @@ def attention_backward(
                           batch * heads),
             q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, *descriptors,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3],
-            heads, seq_q, seq_k, 1.0 / math.sqrt(head_dim), _bucket(seq_q), _bucket(seq_k),
+            heads, seq_q, seq_k, sm_scale, _bucket(seq_q), _bucket(seq_k),
             descriptors[0] is not None,
             HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), DOT_PRECISION=_dot_precision(q.dtype),
             COLUMN_MAJOR_COPIES=copies,
         )  # fmt: skip
         if _ran("backward").get("ATOMIC_DQ"):
-            dq.copy_(dq_acc)
+            _convert_dq(dq_acc, sm_scale, dq)
     return dq, dk, dv
 
 

@@ -7,6 +7,8 @@ measured, that put the kernel's error at up to 4.1 times naive attention's in fp
 against naive attention in bf16 (8-bit mantissa, rounding: 2^-9), which bounds what TF32 loses.
 """
 
+import re
+
 import pytest
 import torch
 import triton
@@ -216,6 +218,20 @@ def test_one_pass_backward_with_atomic_dq(monkeypatch, is_causal, seq_q, seq_k, 
     assert fat._ran("backward")["ATOMIC_DQ"] == 1
 
 
+@pytest.mark.parametrize("atomic_dq", [0, 1])
+@pytest.mark.parametrize("seq_q, seq_k", [(100, 100), (33, 70)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_backward_query_tiles_wider_than_key_tiles(monkeypatch, is_causal, seq_q, seq_k, atomic_dq):
+    """In the dK/dV pass the diagonal then starts inside a query tile, which runs masked; later query
+    tiles start off their own tile boundary, so the pass loads them as ragged even at seq_q = 128."""
+    monkeypatch.setenv(
+        fat.CONFIG_ENV, f"backward:BLOCK_M1=32,BLOCK_N1=16,BLOCK_M2=32,BLOCK_N2=16,ATOMIC_DQ={atomic_dq}"
+    )
+    torch.manual_seed(0)
+    check(*qkv((1, 2), seq_q, seq_k, 32, F16), is_causal)
+    check(*qkv((1, 1), 128, 128, 16, F32), is_causal)
+
+
 @pytest.mark.parametrize(
     "raw, message",
     [
@@ -233,8 +249,8 @@ def test_one_pass_backward_with_atomic_dq(monkeypatch, is_causal, seq_q, seq_k, 
         ),
         ("forward:BLOCK_M=64,BLOCK_N=32,ATOMIC_DQ=1", r"'ATOMIC_DQ=1' in the forward entry must be NAME="),
         (
-            "backward:BLOCK_M1=64,BLOCK_N1=32,BLOCK_M2=64,BLOCK_N2=32",
-            r"the backward entry needs BLOCK_N1 a multiple of BLOCK_M1",
+            "backward:BLOCK_M1=64,BLOCK_N1=32,BLOCK_M2=32,BLOCK_N2=64",
+            r"the backward entry needs BLOCK_M2 a multiple of BLOCK_N2",
         ),
     ],
 )
@@ -307,9 +323,18 @@ def test_tuning_counts_the_one_pass_dq_conversion():
     then includes converting its fp32 dQ, the two-pass form's nothing more."""
     assert fat._KERNELS["backward"][1].post_hook is fat._convert_dq_while_tuning
     dq, dq_acc = torch.zeros(4, 8, dtype=F16), torch.full((4, 8), 0.5)
-    fat._convert_dq_while_tuning({"ATOMIC_DQ": 0, "DQ": dq, "DQ_ACC": dq_acc})
+    args = {"DQ": dq, "DQ_ACC": dq_acc, "sm_scale": 0.25}
+    fat._convert_dq_while_tuning(args | {"ATOMIC_DQ": 0})
     assert dq.abs().sum() == 0
-    fat._convert_dq_while_tuning({"ATOMIC_DQ": 1, "DQ": dq, "DQ_ACC": dq_acc}, exception=RuntimeError())
+    fat._convert_dq_while_tuning(args | {"ATOMIC_DQ": 1}, exception=RuntimeError())
     assert dq.abs().sum() == 0
-    fat._convert_dq_while_tuning({"ATOMIC_DQ": 1, "DQ": dq, "DQ_ACC": dq_acc})
-    assert torch.equal(dq, dq_acc.to(F16))
+    fat._convert_dq_while_tuning(args | {"ATOMIC_DQ": 1})
+    assert torch.equal(dq, torch.full((4, 8), 0.125, dtype=F16))  # the shares are summed unscaled
+
+
+def test_configuration_examples_in_the_docstring_parse():
+    """The module docstring shows how to force configurations; each example must be accepted."""
+    examples = re.findall(r'FLASH_TRITON_CONFIG="([^"]+)"', fat.__doc__)
+    assert len(examples) >= 2
+    for raw in examples:
+        assert set(fat._parse_forced(raw)) <= set(fat.BLOCK_NAMES)
