@@ -242,7 +242,7 @@ def _row_dot_kernel(
 @triton.jit
 def _dkdv_tiles(
     dk, dv, k, v, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
-    desc_q, desc_do, desc_dq, dq_ptrs, b, h, offs_n, offs_m, lo, hi, seq_q, qk_scale, sm_scale,
+    desc_q, desc_do, desc_dq, dq_ptrs, b, h, offs_n, offs_m, lo, hi, seq_q, qk_scale,
     BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, EVEN_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
     DOT_PRECISION: tl.constexpr, COLUMN_MAJOR_COPIES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
     USE_TMA: tl.constexpr, TMA_REDUCE: tl.constexpr,
@@ -339,14 +339,14 @@ def _dkdv_program(
         dk, dv = _dkdv_tiles(
             dk, dv, k, v, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
             desc_q, desc_do, desc_dq, dq_ptrs, b32, h32, offs_n, offs_m,
-            start_n, tl.minimum(diagonal_end, seq_q), seq_q, qk_scale, sm_scale,
+            start_n, tl.minimum(diagonal_end, seq_q), seq_q, qk_scale,
             BLOCK_M, HEAD_DIM, EVEN_M, True, DOT_PRECISION, COLUMN_MAJOR_COPIES,
             ATOMIC_DQ, USE_TMA, TMA_REDUCE,
         )  # fmt: skip
         lo = diagonal_end
     dk, dv = _dkdv_tiles(
         dk, dv, k, v, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
-        desc_q, desc_do, desc_dq, dq_ptrs, b32, h32, offs_n, offs_m, lo, seq_q, seq_q, qk_scale, sm_scale,
+        desc_q, desc_do, desc_dq, dq_ptrs, b32, h32, offs_n, offs_m, lo, seq_q, seq_q, qk_scale,
         BLOCK_M, HEAD_DIM, EVEN_M, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
         ATOMIC_DQ, USE_TMA, TMA_REDUCE,
     )  # fmt: skip
