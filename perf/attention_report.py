@@ -19,11 +19,15 @@ def is_attention_result(info: Mapping[str, Any]) -> bool:
     return all(key in info for key in ATTENTION_KEYS) and info.get("median_ms") is not None
 
 
+def shape_of(info: Mapping[str, Any]) -> AttentionShape:
+    return AttentionShape(info["batch"], info["heads"], info["seq"], info["head_dim"], info["causal"])
+
+
 def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     """Lines of the table for the attention results among `infos` (benchmarks' extra_info); none if none."""
     groups: dict[tuple, dict[str, Mapping[str, Any]]] = {}
     for info in filter(is_attention_result, infos):
-        shape = AttentionShape(info["batch"], info["heads"], info["seq"], info["head_dim"], info["causal"])
+        shape = shape_of(info)
         groups.setdefault((info["mode"], str(shape), info["dtype"]), {})[info["provider"]] = info
     if not groups:
         return []
@@ -44,6 +48,27 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+DTYPE_COST_TITLE = "attention in fp32 against bf16: medians and their ratio (above 1: fp32 slower)"
+
+
+def dtype_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
+    """fp32's median over bf16's for each provider, mode and shape measured in both; none if none."""
+    medians: dict[tuple[str, str, str], dict[str, float]] = {}
+    for info in filter(is_attention_result, infos):
+        key = (info["mode"], str(shape_of(info)), info["provider"])
+        medians.setdefault(key, {})[info["dtype"]] = info["median_ms"]
+    pairs = [(key, ms) for key, ms in medians.items() if "float32" in ms and "bfloat16" in ms]
+    if not pairs:
+        return []
+    lines = [f"{'mode':<17} {'shape':<34} {'provider':<22} {'bf16 ms':>9} {'fp32 ms':>9} {'fp32/bf16':>9}"]
+    for (mode, shape, provider), ms in pairs:
+        lines.append(
+            f"{mode:<17} {shape:<34} {provider:<22} {ms['bfloat16']:>9.3f} {ms['float32']:>9.3f} "
+            f"{ms['float32'] / ms['bfloat16']:>8.2f}x"
+        )
+    return lines
+
+
 SCALING_TITLE = "naive attention scaling: forward and backward apart, memory kept for backward"
 
 
@@ -57,7 +82,7 @@ def scaling_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
         f"{'GiB before bwd':>14} {'first call s':>12}"
     ]
     for info in rows:
-        shape = AttentionShape(info["batch"], info["heads"], info["seq"], info["head_dim"], info["causal"])
+        shape = shape_of(info)
         held = info.get("memory_before_backward_bytes")
         lines.append(
             f"{shape!s:<26} {info['dtype']:<8} {info['provider']:<15} "

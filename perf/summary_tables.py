@@ -17,6 +17,7 @@ from perf.report_format import Info
 # (title, table): a table turns the extra_info of a run's benchmarks into lines; none when it has no rows.
 SUMMARY_TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
     (attention_report.TITLE, attention_report.attention_table),
+    (attention_report.DTYPE_COST_TITLE, attention_report.dtype_cost_table),
     (attention_report.SCALING_TITLE, attention_report.scaling_table),
     (compile_report.TITLE, compile_report.table),
     *precision_report.TABLES,

@@ -12,7 +12,7 @@ from torch.nn.attention import SDPBackend
 
 from kernels.attention_inputs import attention_flops
 from perf import harness
-from perf.attention_report import attention_table
+from perf.attention_report import attention_table, dtype_cost_table
 from perf.attention_shapes import (
     ATTENTION_MODES,
     FIXED_TOKENS,
@@ -230,6 +230,21 @@ def test_ratio_table_sets_providers_against_sdpa_flash():
     assert lines[5] == "backward b16-h16-s1024-d128-causal bfloat16"
     assert lines[6].split()[3] == "-"
     assert len(lines) == 7
+
+
+def test_dtype_cost_table_divides_fp32_by_bf16_per_provider_and_shape():
+    records = [
+        _record("flash_triton", 2.0),
+        _record("flash_triton", 5.0) | {"dtype": "float32"},
+        _record("sdpa_flash", 1.0),  # no fp32 run: no row
+        _record("flash_triton", 3.0, mode="backward") | {"dtype": "float32"},  # no bf16 run: no row
+    ]
+    lines = dtype_cost_table(records)
+    assert len(lines) == 2
+    assert lines[1].split() == [
+        "forward", "b16-h16-s1024-d128-causal", "flash_triton", "2.000", "5.000", "2.50x"
+    ]  # fmt: skip
+    assert dtype_cost_table(records[2:]) == []
 
 
 def test_ratio_table_empty_without_attention_results():

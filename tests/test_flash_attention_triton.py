@@ -318,6 +318,20 @@ def test_second_gpu_tensors_launch_on_their_device():
     torch.testing.assert_close(out.double(), expected, rtol=2e-2, atol=2e-3)
 
 
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("seq", [1, 17, 100])
+@pytest.mark.parametrize("layout", ["heads_strided", "head_dim_strided"])
+def test_column_major_copy(layout, seq, dtype):
+    """TF32 operands' copies: the same values, with rows contiguous, from any strided input."""
+    if layout == "heads_strided":
+        t = torch.randn(3, seq, 2, 32, dtype=dtype, device=DEVICE).transpose(1, 2)
+    else:
+        t = torch.randn(3, 2, seq, 64, dtype=dtype, device=DEVICE)[..., ::2]
+    copy = fat._column_major(t)
+    assert copy.shape == t.shape and copy.stride() == (2 * 32 * seq, 32 * seq, 1, seq)
+    assert torch.equal(copy, t)
+
+
 def test_tuning_counts_the_one_pass_dq_conversion():
     """The autotuner times each backward candidate with this post-hook: the one-pass form's timing
     then includes converting its fp32 dQ, the two-pass form's nothing more."""
