@@ -308,14 +308,20 @@ def test_long_sequences(is_causal, batch_heads, seq_q, seq_k, head_dim, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
-def test_second_gpu_tensors_launch_on_their_device():
+@pytest.mark.parametrize("dtype", [F16, F32])  # fp32 also launches the column-major copies
+def test_second_gpu_tensors_launch_on_their_device(dtype):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs to check that kernels run on the inputs' device")
-    q, k, v = random_qkv((1, 2), 64, 64, 32, F16, device="cuda:1")
+    q, k, v = (t.requires_grad_() for t in random_qkv((1, 2), 64, 64, 32, dtype, device="cuda:1"))
     out = flash_attention_triton(q, k, v, is_causal=True)
     expected = reference_attention(q, k, v, is_causal=True)
     assert out.device == q.device
     torch.testing.assert_close(out.double(), expected, rtol=2e-2, atol=2e-3)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    expected_grads = torch.autograd.grad(expected.sum(), (q, k, v))
+    for got, want in zip(grads, expected_grads, strict=True):
+        assert got.device == q.device
+        torch.testing.assert_close(got.double(), want.double(), rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
