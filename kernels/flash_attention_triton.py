@@ -73,6 +73,14 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 # --------------------------------------------------------------------------- forward kernel
 @triton.jit
+def _batch_and_head(heads):
+    """This program's (batch x head) index, batch and head, from the grid's second axis. int64: the
+    offsets of large batches pass 2^31 elements."""
+    bh = tl.program_id(1).to(tl.int64)
+    return bh, bh // heads, bh % heads
+
+
+@triton.jit
 def _tile_ptrs(base, b, h, rows, offs_d, stride_b, stride_h, stride_row):
     """Pointers to a (rows, head dim) tile of one batch and head; the head dim has unit stride."""
     return base + b * stride_b + h * stride_h + rows[:, None] * stride_row + offs_d[None, :]
@@ -96,9 +104,7 @@ def _column_major_copy_kernel(
 ):  # fmt: skip
     """Dst (batch x heads, head dim, seq) from Src (batch, heads, seq, head dim): a tile is read along
     the head dim and written along seq, both coalesced (Triton transposes it through shared memory)."""
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // heads
-    h = bh % heads
+    bh, b, h = _batch_and_head(heads)
     rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
     in_range = (rows < seq)[:, None]
@@ -176,9 +182,7 @@ def _forward_kernel(
     # Causal: the last query tiles have the most keys to visit; starting them first shortens the tail.
     num_m = tl.cdiv(seq_q, BLOCK_M)
     pid_m = num_m - 1 - tl.program_id(0) if IS_CAUSAL else tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)  # int64: offsets of large batches pass 2^31 elements
-    b = bh // heads
-    h = bh % heads
+    bh, b, h = _batch_and_head(heads)
     start_m = pid_m * BLOCK_M
 
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -239,9 +243,7 @@ def _row_dot_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
 ):  # fmt: skip
     """D = rowsum(dO * O) in fp32: the softmax's backward term, computed once per row."""
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // heads
-    h = bh % heads
+    bh, b, h = _batch_and_head(heads)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     rows = (offs_m < seq_q)[:, None]
@@ -497,9 +499,7 @@ def _backward_kernel(
     tl.static_assert(BLOCK_M2 % BLOCK_N2 == 0)
     tl.static_assert(DQ_ACC_ZEROED or not ATOMIC_DQ)
     pid = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // heads
-    h = bh % heads
+    bh, b, h = _batch_and_head(heads)
     if pid * BLOCK_N1 < seq_k:
         _dkdv_program(
             Q, K, V, DO, QC, DOC, L, Delta, DK, DV, DQ_ACC, desc_q, desc_do, desc_dq, b, h, bh,
