@@ -25,8 +25,9 @@ tiles, so that the diagonal starts on a key tile boundary.
 
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA):
 a descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end
-of a sequence returned as zeros. Other inputs (fp32, older GPUs, bases or strides not a multiple of
-16 bytes) and calls too small to hide the descriptors' host cost (TMA_MIN_WORK) load through pointers.
+of a sequence returned as zeros; so do fp32 ones in the forward at head dim 128 (_loads_through_tma).
+Other inputs (fp32 elsewhere, older GPUs, bases or strides not a multiple of 16 bytes) and calls too
+small to hide the descriptors' host cost (TMA_MIN_WORK) load through pointers.
 
 Precision: accumulators, the softmax and L are fp32. fp16 and bf16 inputs use the tensor cores in
 their own type. fp32 inputs use TF32 tensor-core dots (inputs rounded to a 10-bit mantissa, fp32
@@ -131,7 +132,7 @@ def _forward_tiles(
     acc, row_sum, row_max, q, k_ptrs, v_ptrs, desc_k, desc_v, b, h, stride_kn, stride_vn,
     offs_m, offs_n, lo, hi, seq_k, qk_scale,
     BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, V_COLUMN_MAJOR: tl.constexpr,
 ):  # fmt: skip
     """Online softmax over key tiles [lo, hi): rescale what was accumulated when the row max grows."""
     for start_n in range(lo, hi, BLOCK_N):
@@ -157,8 +158,11 @@ def _forward_tiles(
         correction = tl.math.exp2(row_max - new_max)
         row_sum = row_sum * correction + tl.sum(p, 1)
         acc = acc * correction[:, None]
-        v = _load_rows(v_ptrs + start_n * stride_vn, desc_v, b, h, start_n, in_range,
-                       BLOCK_N, HEAD_DIM, MASKED, USE_TMA)  # fmt: skip
+        if USE_TMA and V_COLUMN_MAJOR:  # a (head dim, BLOCK_N) tile of the (batch, heads, d, seq) copy
+            v = tl.trans(desc_v.load([b, h, 0, start_n]).reshape(HEAD_DIM, BLOCK_N))
+        else:
+            v = _load_rows(v_ptrs + start_n * stride_vn, desc_v, b, h, start_n, in_range,
+                           BLOCK_N, HEAD_DIM, MASKED, USE_TMA)  # fmt: skip
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
         row_max = new_max
     return acc, row_sum, row_max
@@ -172,12 +176,14 @@ def _forward_kernel(
     heads, seq_q, seq_k, sm_scale,
     SEQ_Q_BUCKET, SEQ_K_BUCKET, WITH_DESCRIPTORS,  # autotuning keys only
     HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    V_COLUMN_MAJOR: tl.constexpr,
     EVEN_M: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):  # fmt: skip
     """One program per (query tile, batch x head). Out and L are contiguous (batch, heads, seq_q, ...).
 
     USE_TMA: q, k, v and Out move through the tensor memory accelerator (descriptors desc_*), which
     loads a tile asynchronously into shared memory; otherwise through pointers (Q, K, V, Out).
+    V_COLUMN_MAJOR: V is a column-major copy (TF32), and desc_v spans it as (batch, heads, d, seq).
     """
     # Causal: the last query tiles have the most keys to visit; starting them first shortens the tail.
     num_m = tl.cdiv(seq_q, BLOCK_M)
@@ -212,13 +218,13 @@ def _forward_kernel(
     acc, row_sum, row_max = _forward_tiles(
         acc, row_sum, row_max, q, k_ptrs, v_ptrs, desc_k, desc_v, b32, h32, stride_kn, stride_vn,
         offs_m, offs_n, 0, full_tiles_end, seq_k, qk_scale,
-        BLOCK_N, HEAD_DIM, False, IS_CAUSAL, DOT_PRECISION, USE_TMA,
+        BLOCK_N, HEAD_DIM, False, IS_CAUSAL, DOT_PRECISION, USE_TMA, V_COLUMN_MAJOR,
     )  # fmt: skip
     # Tiles crossing the diagonal, and the ragged last tile of keys: masked.
     acc, row_sum, row_max = _forward_tiles(
         acc, row_sum, row_max, q, k_ptrs, v_ptrs, desc_k, desc_v, b32, h32, stride_kn, stride_vn,
         offs_m, offs_n, full_tiles_end, end, seq_k, qk_scale,
-        BLOCK_N, HEAD_DIM, True, IS_CAUSAL, DOT_PRECISION, USE_TMA,
+        BLOCK_N, HEAD_DIM, True, IS_CAUSAL, DOT_PRECISION, USE_TMA, V_COLUMN_MAJOR,
     )  # fmt: skip
 
     out = acc / row_sum[:, None]
@@ -547,8 +553,10 @@ _CANDIDATES = {
     ("backward", "wide"): [((64, 128, 128, 64), 8, 2), ((64, 128, 128, 32), 8, 2), ((32, 128, 128, 32), 8, 2),
                            ((32, 128, 128, 64), 8, 3), ((32, 64, 64, 32), 4, 2)],
     # fp32 at head dim 128, with the column-major operand copies: from a sweep of 288 backward
-    # configurations, single-stage wide tiles were 1.4-2.0x faster than the "wide" rows' best.
-    ("forward", "widest"): [((128, 64), 8, 2), ((128, 32), 8, 3), ((128, 32), 8, 4), ((64, 32), 4, 2)],
+    # configurations, single-stage wide tiles were 1.4-2.0x faster than the "wide" rows' best. The
+    # single-stage forward tiles of 4 warps were the fastest with TMA loads.
+    ("forward", "widest"): [((128, 64), 8, 2), ((128, 32), 8, 3), ((128, 32), 8, 4), ((64, 32), 4, 2),
+                            ((128, 64), 4, 1), ((128, 32), 4, 1)],
     ("backward", "widest"): [((32, 128, 128, 64), 8, 1), ((32, 128, 128, 32), 8, 1),
                              ((16, 128, 128, 32), 8, 2), ((32, 64, 64, 32), 4, 2)],
 }  # fmt: skip
@@ -699,16 +707,22 @@ def _zero_dq_acc_for_one_pass(args) -> bool:
     return True
 
 
-def _fit_descriptors(rows_of: dict[str, str], switch: str | None = None):
+def _fit_descriptors(
+    rows_of: dict[str, str], switch: str | None = None, columns_if: dict[str, str] | None = None
+):
     """Heuristic for USE_TMA: whether the launcher passed descriptors (and the configuration about to
     run has `switch` on), whose tile shapes it then sets from that configuration: the autotuner picks
-    the tiles after the descriptors exist."""
+    the tiles after the descriptors exist. A descriptor named in columns_if spans a column-major copy,
+    (batch, heads, d, seq), when the kernel argument named there is set: its tiles are (d, block)."""
 
     def fit(args) -> bool:
         if args["desc_q"] is None or (switch is not None and not args[switch]):
             return False
         for name, block in rows_of.items():
-            args[name].block_shape = [1, 1, args[block], args["HEAD_DIM"]]
+            tile = [args[block], args["HEAD_DIM"]]
+            if columns_if and args.get(columns_if.get(name, ""), False):
+                tile.reverse()
+            args[name].block_shape = [1, 1, *tile]
         return True
 
     return fit
@@ -718,7 +732,8 @@ _forward_fixed = triton.heuristics(
     {
         "EVEN_M": lambda a: a["seq_q"] % a["BLOCK_M"] == 0,
         "USE_TMA": _fit_descriptors(
-            {"desc_q": "BLOCK_M", "desc_o": "BLOCK_M", "desc_k": "BLOCK_N", "desc_v": "BLOCK_N"}
+            {"desc_q": "BLOCK_M", "desc_o": "BLOCK_M", "desc_k": "BLOCK_N", "desc_v": "BLOCK_N"},
+            columns_if={"desc_v": "V_COLUMN_MAJOR"},
         ),
     }
 )(_forward_kernel)
@@ -842,20 +857,27 @@ def _has_tma(device: torch.device) -> bool:
 TMA_MIN_WORK = 2**36
 
 
+def _loads_through_tma(kernel: str, dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether a launch takes descriptors: 16-bit inputs do, and fp32 ones in the forward at head dim 128,
+    where its pointer loads run at one pipeline stage and stage each K and V tile through registers.
+    There TMA took 0.65 times the time of pointer loads (H100, (4, 16, 4096, 128), non-causal). fp32 at
+    head dim 64, and fp32's backward passes at 64 and 128, were 1.04 to 1.22 times slower with it."""
+    return dtype != torch.float32 or (kernel == "forward" and _row_width(head_dim, 4) == "widest")
+
+
 def _descriptors(work: int, *tensors: torch.Tensor) -> list | None:
-    """TMA descriptors over 4-d (batch, heads, seq, d) tensors, or None where loads go through pointers:
-    before Hopper, for fp32 inputs (whose TF32 operands take column-major copies instead), below
-    TMA_MIN_WORK, and where a base or a stride is not a multiple of 16 bytes. The tile shape is a
-    placeholder until launch."""
+    """TMA descriptors over 4-d tensors (batch, heads, then two dims, the last contiguous), or None where
+    loads go through pointers: before Hopper, below TMA_MIN_WORK, and where a base or a stride is not
+    a multiple of 16 bytes. The tile shape is a placeholder until launch."""
     first = tensors[0]
-    if TensorDescriptor is None or first.element_size() != 2 or not _has_tma(first.device):
+    if TensorDescriptor is None or not _has_tma(first.device):
         return None
     if work < TMA_MIN_WORK and not _interpreting():  # the interpreter tests both paths at small sizes
         return None
     for t in tensors:
         if t.data_ptr() % 16 or any(s * t.element_size() % 16 for s in t.stride()[:-1]) or 0 in t.shape:
             return None
-    return [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, 16, t.shape[-1]]) for t in tensors]
+    return [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, 16, 16]) for t in tensors]
 
 
 def attention_forward(
@@ -868,15 +890,21 @@ def attention_forward(
     out = torch.empty(batch, heads, seq_q, head_dim, device=q.device, dtype=q.dtype)
     lse = torch.empty(batch, heads, seq_q, device=q.device, dtype=torch.float32)
     work = batch * heads * seq_q * seq_k * head_dim
+    copies = _column_major_copies(q.dtype)
     with _on_device(q.device):
-        v = _column_major(v) if _column_major_copies(q.dtype) else _unit_stride_head_dim(v)
-        descriptors = _descriptors(work, q, k, v, out) or [None] * 4
+        v = _column_major(v) if copies else _unit_stride_head_dim(v)
+        descriptors = None
+        if _loads_through_tma("forward", q.dtype, head_dim):
+            # A column-major copy is read as the contiguous (batch, heads, d, seq) tensor it is.
+            descriptors = _descriptors(work, q, k, v.transpose(-1, -2) if copies else v, out)
+        descriptors = descriptors or [None] * 4
         _launch(
             "forward", lambda meta: (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads),
             q, k, v, out, lse, *descriptors, *q.stride()[:3], *k.stride()[:3], *v.stride(),
             heads, seq_q, seq_k, 1.0 / math.sqrt(head_dim), _bucket(seq_q), _bucket(seq_k),
             descriptors[0] is not None,
             HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), DOT_PRECISION=_dot_precision(q.dtype),
+            V_COLUMN_MAJOR=copies,
         )  # fmt: skip
     return out, lse
 
@@ -906,7 +934,10 @@ def attention_backward(
     dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
     copies = _column_major_copies(q.dtype)
     work = batch * heads * seq_q * seq_k * head_dim
-    descriptors = _descriptors(work, q, grad_out, dq_acc) or [None] * 3
+    descriptors = None
+    if _loads_through_tma("backward", q.dtype, head_dim):
+        descriptors = _descriptors(work, q, grad_out, dq_acc)
+    descriptors = descriptors or [None] * 3
     sm_scale = 1.0 / math.sqrt(head_dim)
     rows = 64
     with _on_device(q.device):

@@ -133,12 +133,36 @@ def test_descriptors_are_made_only_where_tma_can_load():
     q, k, v = qkv((1, 2), 24, 24, 16, F16)
     large = fat.TMA_MIN_WORK
     assert fat._descriptors(large, q, k, v) is not None or not fat._has_tma(q.device)
-    assert fat._descriptors(large, *qkv((1, 2), 24, 24, 16, F32)) is None  # fp32: column-major operands
+    fp32 = fat._descriptors(large, *qkv((1, 2), 24, 24, 16, F32))  # which launches use them is policy
+    assert fp32 is not None or not fat._has_tma(q.device)
     assert fat._descriptors(large, q, _misaligned(k), v) is None
     narrow_rows = torch.randn(1, 2, 24, 20, device=DEVICE, dtype=F16)[..., :16]  # rows 40 bytes apart
     assert fat._descriptors(large, q, narrow_rows, v) is None
     if CUDA:  # small calls are bound by the host, where descriptors cost more than they save
         assert fat._descriptors(large - 1, q, k, v) is None
+
+
+def test_fp32_loads_through_tma_only_in_the_forward_at_head_dim_128():
+    assert fat._loads_through_tma("forward", F32, 128)
+    assert not any(fat._loads_through_tma("forward", F32, d) for d in (16, 32, 64))
+    assert not any(fat._loads_through_tma("backward", F32, d) for d in HEAD_DIMS)
+    assert all(fat._loads_through_tma(kernel, dtype, 64) for kernel in fat._KERNELS for dtype in (F16, BF16))
+
+
+@pytest.mark.parametrize("seq_k", [64, 100, 50])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_fp32_forward_at_head_dim_128_reads_the_column_major_v_through_tma(monkeypatch, is_causal, seq_k):
+    """V's copy is read as (batch, heads, d, seq) tiles: whole ones (64), a last one past the end that
+    TMA fills with zeros (100), and a length whose rows are not 16-byte aligned, loaded through pointers
+    instead (50)."""
+    monkeypatch.setattr(fat, "TMA_MIN_WORK", 0)  # descriptors at test sizes on a GPU too
+    made, descriptors = [], fat._descriptors
+    monkeypatch.setattr(fat, "_descriptors", lambda work, *t: made.append(descriptors(work, *t)) or made[-1])
+    torch.manual_seed(0)
+    q, k, v = qkv((1, 2), 40, seq_k, 128, F32)
+    check(q, k, v, is_causal)
+    assert len(made) == 1  # the forward's: fp32's backward loads through pointers
+    assert (made[0] is not None) == (fat._has_tma(q.device) and seq_k % 4 == 0)
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
