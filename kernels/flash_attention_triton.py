@@ -27,7 +27,7 @@ Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory 
 a descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end
 of a sequence returned as zeros; so do fp32 ones in the forward at head dim 128 (_loads_through_tma).
 Other inputs (fp32 elsewhere, older GPUs, bases or strides not a multiple of 16 bytes) and calls too
-small to hide the descriptors' host cost (TMA_MIN_WORK) load through pointers.
+small to hide the descriptors' host cost (TMA_MIN_WORK, TMA_MIN_WORK_FP32) load through pointers.
 
 Precision: accumulators, the softmax and L are fp32. fp16 and bf16 inputs use the tensor cores in
 their own type. fp32 inputs use TF32 tensor-core dots (inputs rounded to a 10-bit mantissa, fp32
@@ -855,6 +855,10 @@ def _has_tma(device: torch.device) -> bool:
 # with them, 1.33 ms without); from it on the GPU hides it and TMA pays ((4, 32, 4096, 64) causal:
 # 3.15 ms against 3.85 ms).
 TMA_MIN_WORK = 2**36
+# fp32 calls keep the GPU busy about three times as long as 16-bit ones of the same size, so the
+# host cost hides from less work on: at (16, 16, 1024, 128), work 2^35, the fp32 forward+backward took
+# 0.95 to 0.97 times the pointer loads' time with them, and 0.96 to 0.99 times timed call by call.
+TMA_MIN_WORK_FP32 = 2**35
 
 
 def _loads_through_tma(kernel: str, dtype: torch.dtype, head_dim: int) -> bool:
@@ -869,12 +873,13 @@ def _loads_through_tma(kernel: str, dtype: torch.dtype, head_dim: int) -> bool:
 
 def _descriptors(work: int, *tensors: torch.Tensor) -> list | None:
     """TMA descriptors over 4-d tensors (batch, heads, then two dims, the last contiguous), or None where
-    loads go through pointers: before Hopper, below TMA_MIN_WORK, and where a base or a stride is not
-    a multiple of 16 bytes. The tile shape is a placeholder until launch."""
+    loads go through pointers: before Hopper, below TMA_MIN_WORK (TMA_MIN_WORK_FP32 for fp32), and where
+    a base or a stride is not a multiple of 16 bytes. The tile shape is a placeholder until launch."""
     first = tensors[0]
     if TensorDescriptor is None or not _has_tma(first.device):
         return None
-    if work < TMA_MIN_WORK and not _interpreting():  # the interpreter tests both paths at small sizes
+    min_work = TMA_MIN_WORK_FP32 if first.dtype == torch.float32 else TMA_MIN_WORK
+    if work < min_work and not _interpreting():  # the interpreter tests both paths at small sizes
         return None
     for t in tensors:
         if t.data_ptr() % 16 or any(s * t.element_size() % 16 for s in t.stride()[:-1]) or 0 in t.shape:

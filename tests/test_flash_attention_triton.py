@@ -140,6 +140,9 @@ def test_descriptors_are_made_only_where_tma_can_load():
     assert fat._descriptors(large, q, narrow_rows, v) is None
     if CUDA:  # small calls are bound by the host, where descriptors cost more than they save
         assert fat._descriptors(large - 1, q, k, v) is None
+        fp32 = qkv((1, 2), 24, 24, 16, F32)
+        assert fat._descriptors(fat.TMA_MIN_WORK_FP32 - 1, *fp32) is None
+        assert fat._descriptors(fat.TMA_MIN_WORK_FP32, *fp32) is not None or not fat._has_tma(q.device)
 
 
 def test_fp32_loads_through_tma_only_in_the_forward_at_head_dim_128():
@@ -155,7 +158,7 @@ def test_fp32_forward_at_head_dim_128_reads_the_column_major_v_through_tma(monke
     """V's copy is read as (batch, heads, d, seq) tiles: whole ones (64), a last one past the end that
     TMA fills with zeros (100), and a length whose rows are not 16-byte aligned, loaded through pointers
     instead (50)."""
-    monkeypatch.setattr(fat, "TMA_MIN_WORK", 0)  # descriptors at test sizes on a GPU too
+    monkeypatch.setattr(fat, "TMA_MIN_WORK_FP32", 0)  # descriptors at test sizes on a GPU too
     made, descriptors = [], fat._descriptors
     monkeypatch.setattr(fat, "_descriptors", lambda work, *t: made.append(descriptors(work, *t)) or made[-1])
     torch.manual_seed(0)
