@@ -887,6 +887,14 @@ def _descriptors(work: int, *tensors: torch.Tensor) -> list | None:
     return [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, 16, 16]) for t in tensors]
 
 
+def _launch_descriptors(kernel: str, work: int, *tensors: torch.Tensor) -> list:
+    """The descriptor arguments of a launch whose first tensor is q: descriptors where the policy
+    (_loads_through_tma) and TMA's limits (_descriptors) allow them, None for each tensor otherwise."""
+    q = tensors[0]
+    made = _descriptors(work, *tensors) if _loads_through_tma(kernel, q.dtype, q.shape[-1]) else None
+    return made or [None] * len(tensors)
+
+
 def attention_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -900,11 +908,8 @@ def attention_forward(
     copies = _column_major_copies(q.dtype)
     with _on_device(q.device):
         v = _column_major(v) if copies else _unit_stride_head_dim(v)
-        descriptors = None
-        if _loads_through_tma("forward", q.dtype, head_dim):
-            # A column-major copy is read as the contiguous (batch, heads, d, seq) tensor it is.
-            descriptors = _descriptors(work, q, k, v.transpose(-1, -2) if copies else v, out)
-        descriptors = descriptors or [None] * 4
+        # A column-major copy is read as the contiguous (batch, heads, d, seq) tensor it is.
+        descriptors = _launch_descriptors("forward", work, q, k, v.transpose(-1, -2) if copies else v, out)
         _launch(
             "forward", lambda meta: (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads),
             q, k, v, out, lse, *descriptors, *q.stride()[:3], *k.stride()[:3], *v.stride(),
@@ -941,10 +946,7 @@ def attention_backward(
     dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
     copies = _column_major_copies(q.dtype)
     work = batch * heads * seq_q * seq_k * head_dim
-    descriptors = None
-    if _loads_through_tma("backward", q.dtype, head_dim):
-        descriptors = _descriptors(work, q, grad_out, dq_acc)
-    descriptors = descriptors or [None] * 3
+    descriptors = _launch_descriptors("backward", work, q, grad_out, dq_acc)
     sm_scale = 1.0 / math.sqrt(head_dim)
     rows = 64
     with _on_device(q.device):
