@@ -36,7 +36,8 @@ TF32 dots read their second operand from column-major copies where it is reduced
 (see COLUMN_MAJOR_TF32_OPERANDS).
 
 Tile sizes, warps and pipeline stages are autotuned per (length bucket, head dim, causal, dtype),
-once per machine: the timings are kept in Triton's cache directory (see _tuned).
+once per machine: the timings are kept in Triton's cache directory (see _tuned). Later calls of a
+tuned case launch its configuration directly (see _Kernel).
 To force one configuration, for example to compare with the autotuned one, set
 FLASH_TRITON_CONFIG, one entry per kernel separated by ';':
 
@@ -754,38 +755,76 @@ _backward_fixed = triton.heuristics(
         "DQ_ACC_ZEROED": _zero_dq_acc_for_one_pass,
     }
 )(_backward_kernel)
+
+
+class _Kernel:
+    """A kernel launched three ways: forced (FLASH_TRITON_CONFIG), through Triton's autotuner the first
+    time a tuning key is seen, and from then on with that key's configuration straight through the
+    jit function.
+
+    The direct launch skips what the autotuner and heuristics do at every call: each rebuilds a dict
+    of the kernel's 30 to 45 arguments, the heuristics once per rule. Here the dict is built once per
+    launch and the same rules run on it. On an H100 host (Triton 3.6), alternating the two call by call,
+    a bf16 forward+backward through autograd took 853 us of host time against 970 us at a size the GPU
+    finishes at once, and (16, 16, 1024, 128) causal, bound by the host, 949 us per call against 1096 us.
+    """
+
+    def __init__(self, name: str, fixed, post_hook=None):
+        self.name = name
+        self.fixed = fixed  # the jit function under its heuristics
+        self.tuned = _tuned(name, fixed, post_hook)
+        self.chosen: dict[tuple, triton.Config] = {}  # tuning key -> the autotuner's choice
+        self.last: triton.Config | None = None  # what the last autotuned launch ran with
+
+    def key(self, named: dict) -> tuple:
+        """The autotuner's key for these arguments, with the dtype and device of the inputs."""
+        q = named["Q"]
+        return (*(named[name] for name in _AUTOTUNE_KEY), q.dtype, q.device)
+
+    def launch(self, grid, *args, **kwargs) -> dict[str, int]:
+        """Launch with the forced configuration if one is set, else autotuned; returns its kwargs."""
+        forced = forced_configs().get(self.name)
+        if forced is not None:
+            self.fixed[grid](*args, **kwargs, **forced)
+            return forced
+        named = dict(zip(self.fixed.arg_names, args, strict=False)) | kwargs  # the rest come as kwargs
+        key = self.key(named)
+        config = self.chosen.get(key)
+        if config is None:
+            self.tuned[grid](*args, **kwargs)
+            config = self.chosen[key] = self.tuned.best_config
+        else:
+            launch_options = config.all_kwargs()
+            named |= launch_options
+            for rule_name, rule in self.fixed.values.items():  # the heuristics, in their order
+                named[rule_name] = rule(named)
+            rules = {rule_name: named[rule_name] for rule_name in self.fixed.values}
+            self.fixed.fn[grid(named)](*args, **kwargs, **launch_options, **rules)
+        self.last = config
+        return config.kwargs
+
+
 _KERNELS = {
-    "forward": (_forward_fixed, _tuned("forward", _forward_fixed)),
-    "backward": (_backward_fixed, _tuned("backward", _backward_fixed, _convert_dq_while_tuning)),
+    "forward": _Kernel("forward", _forward_fixed),
+    "backward": _Kernel("backward", _backward_fixed, _convert_dq_while_tuning),
 }
 
 
-def _launch(kernel: str, grid, *args, **kwargs) -> None:
-    """Launch with the forced configuration if one is set, autotuned otherwise."""
-    fixed, tuned = _KERNELS[kernel]
-    forced = forced_configs().get(kernel)
-    if forced is None:
-        tuned[grid](*args, **kwargs)
-    else:
-        fixed[grid](*args, **kwargs, **forced)
-
-
-def _ran(kernel: str) -> dict[str, int]:
-    """The kwargs of the configuration `kernel` ran with last (forced or autotuned)."""
-    forced = forced_configs().get(kernel)
-    return forced if forced is not None else _KERNELS[kernel][1].best_config.kwargs
+def _launch(kernel: str, grid, *args, **kwargs) -> dict[str, int]:
+    """Launch with the forced configuration if one is set, autotuned otherwise; returns the kwargs of
+    the configuration it ran with."""
+    return _KERNELS[kernel].launch(grid, *args, **kwargs)
 
 
 def chosen_configs() -> dict[str, str | None]:
     """The configuration each kernel ran with last (autotuned or forced), for reports."""
     forced = forced_configs()
     chosen: dict[str, str | None] = {}
-    for kernel, (_, tuned) in _KERNELS.items():
-        if kernel in forced:
-            chosen[kernel] = ", ".join(f"{k}={v}" for k, v in forced[kernel].items()) + " (forced)"
+    for name, kernel in _KERNELS.items():
+        if name in forced:
+            chosen[name] = ", ".join(f"{k}={v}" for k, v in forced[name].items()) + " (forced)"
         else:
-            best = getattr(tuned, "best_config", None)
-            chosen[kernel] = str(best) if best is not None else None
+            chosen[name] = str(kernel.last) if kernel.last is not None else None
     return chosen
 
 
@@ -955,7 +994,7 @@ def attention_backward(
         _row_dot_kernel[(triton.cdiv(seq_q, rows), batch * heads)](
             out, grad_out, delta, *grad_out.stride()[:3], heads, seq_q, HEAD_DIM=head_dim, BLOCK_M=rows
         )
-        _launch(
+        ran = _launch(
             "backward",
             lambda meta: (max(triton.cdiv(seq_k, meta["BLOCK_N1"]),
                               0 if meta["ATOMIC_DQ"] else triton.cdiv(seq_q, meta["BLOCK_M2"])),
@@ -967,7 +1006,7 @@ def attention_backward(
             HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), DOT_PRECISION=_dot_precision(q.dtype),
             COLUMN_MAJOR_COPIES=copies,
         )  # fmt: skip
-        if _ran("backward").get("ATOMIC_DQ"):
+        if ran.get("ATOMIC_DQ"):
             _convert_dq(dq_acc, sm_scale, dq)
     return dq, dk, dv
 

@@ -206,6 +206,20 @@ def test_grad_out_of_another_dtype_is_cast_by_autograd():
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+@pytest.fixture
+def dq_conversions(monkeypatch) -> list[torch.Tensor]:
+    """The dQ buffers the one-pass form's conversion was called with, in this test."""
+    converted = []
+    convert = fat._convert_dq
+
+    def recorded(dq_acc, sm_scale, dq):
+        converted.append(dq_acc)
+        convert(dq_acc, sm_scale, dq)
+
+    monkeypatch.setattr(fat, "_convert_dq", recorded)
+    return converted
+
+
 # --------------------------------------------------------------------------- forced configurations
 def test_forced_configuration_gives_the_same_result(monkeypatch):
     torch.manual_seed(0)
@@ -237,12 +251,12 @@ def test_forward_key_tiles_wider_than_query_tiles(monkeypatch, is_causal, dtype)
 @pytest.mark.parametrize("dtype", [F32, F16])
 @pytest.mark.parametrize("seq_q, seq_k", [(100, 100), (33, 70), (70, 33)])
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_one_pass_backward_with_atomic_dq(monkeypatch, is_causal, seq_q, seq_k, dtype):
+def test_one_pass_backward_with_atomic_dq(monkeypatch, dq_conversions, is_causal, seq_q, seq_k, dtype):
     """ATOMIC_DQ=1: key tiles add their shares of dQ into one fp32 buffer, rows past seq_q dropped."""
     monkeypatch.setenv(fat.CONFIG_ENV, "backward:BLOCK_M1=16,BLOCK_N1=32,BLOCK_M2=16,BLOCK_N2=16,ATOMIC_DQ=1")
     torch.manual_seed(0)
     check(*qkv((2, 2), seq_q, seq_k, 32, dtype), is_causal)
-    assert fat._ran("backward")["ATOMIC_DQ"] == 1
+    assert dq_conversions  # the launcher converted the fp32 sum: the one-pass form ran
 
 
 @pytest.mark.parametrize("atomic_dq", [0, 1])
@@ -286,6 +300,63 @@ def test_rejects_bad_forced_configuration(monkeypatch, raw, message):
     q, k, v = qkv((1, 1), 8, 8, 16, F32)
     with pytest.raises(ValueError, match=rf"{fat.CONFIG_ENV}: .*{message}"):
         flash_attention_triton(q, k, v)
+
+
+# --------------------------------------------------------------------------- tuned launches
+@pytest.fixture
+def autotuner_runs(monkeypatch) -> dict[str, int]:
+    """Calls of each kernel's autotuner in this test, which starts as a fresh process would: no
+    FLASH_TRITON_CONFIG and no key tuned yet (the autotuner's own cache is left as it is)."""
+    monkeypatch.delenv(fat.CONFIG_ENV, raising=False)
+    runs = dict.fromkeys(fat._KERNELS, 0)
+    for name, kernel in fat._KERNELS.items():
+        monkeypatch.setattr(kernel, "chosen", {})
+
+        def counted(*args, _name=name, _run=kernel.tuned.run, **kwargs):
+            runs[_name] += 1
+            return _run(*args, **kwargs)
+
+        monkeypatch.setattr(kernel.tuned, "run", counted)
+    return runs
+
+
+@pytest.mark.autotuned
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_a_tuned_key_launches_without_the_autotuner(autotuner_runs, dtype):
+    """The autotuner picks a key's configuration once; later launches of that key run it directly,
+    with the same results. A new key (here a longer key-length bucket) goes through the autotuner."""
+    torch.manual_seed(0)
+    q, k, v = qkv((1, 2), 70, 90, 32, dtype)
+    grad_out = torch.randn_like(q)
+    first = out_and_grads(flash_attention_triton, q, k, v, grad_out, True)
+    assert autotuner_runs == {"forward": 1, "backward": 1}
+    check(q, k, v, True, grad_out)
+    again = out_and_grads(flash_attention_triton, q, k, v, grad_out, True)
+    assert autotuner_runs == {"forward": 1, "backward": 1}
+    for got, expected in zip(again, first, strict=True):  # atomics, if chosen, may add in another order
+        torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-4)
+    check(*qkv((1, 2), 70, 200, 32, dtype), True)
+    assert autotuner_runs == {"forward": 2, "backward": 2}
+    assert all(fat.chosen_configs().values())
+
+
+@pytest.mark.autotuned
+@pytest.mark.parametrize("atomic_dq", [0, 1])
+def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, atomic_dq):
+    """Each key launches with its own configuration whatever the last key chose: the backward's form
+    (one pass or two) decides whether the launcher converts dQ, so running another key's would be wrong."""
+    torch.manual_seed(0)
+    inputs = qkv((1, 2), 70, 90, 32, F16)
+    check(*inputs, True)
+    backward = fat._KERNELS["backward"]
+    (key,) = backward.chosen
+    backward.chosen[key] = fat._config("backward", (16, 32, 32, 16), 4, 1, {"ATOMIC_DQ": atomic_dq})
+    check(*qkv((1, 2), 70, 200, 32, F16), True)  # another key, tuned after the first
+    dq_conversions.clear()
+    check(*inputs, True)
+    assert autotuner_runs["backward"] == 2
+    assert len(dq_conversions) == atomic_dq
+    assert f"ATOMIC_DQ: {atomic_dq}" in fat.chosen_configs()["backward"]
 
 
 # --------------------------------------------------------------------------- GPU candidates
@@ -368,7 +439,7 @@ def test_column_major_copy(layout, seq, dtype):
 def test_tuning_counts_the_one_pass_dq_conversion():
     """The autotuner times each backward candidate with this post-hook: the one-pass form's timing
     then includes converting its fp32 dQ, the two-pass form's nothing more."""
-    assert fat._KERNELS["backward"][1].post_hook is fat._convert_dq_while_tuning
+    assert fat._KERNELS["backward"].tuned.post_hook is fat._convert_dq_while_tuning
     dq, dq_acc = torch.zeros(4, 8, dtype=F16), torch.full((4, 8), 0.5)
     args = {"DQ": dq, "DQ_ACC": dq_acc, "sm_scale": 0.25}
     fat._convert_dq_while_tuning(args | {"ATOMIC_DQ": 0})
