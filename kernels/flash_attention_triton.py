@@ -810,12 +810,6 @@ _KERNELS = {
 }
 
 
-def _launch(kernel: str, grid, *args, **kwargs) -> dict[str, int]:
-    """Launch with the forced configuration if one is set, autotuned otherwise; returns the kwargs of
-    the configuration it ran with."""
-    return _KERNELS[kernel].launch(grid, *args, **kwargs)
-
-
 def chosen_configs() -> dict[str, str | None]:
     """The configuration each kernel ran with last (autotuned or forced), for reports."""
     forced = forced_configs()
@@ -949,8 +943,8 @@ def attention_forward(
         v = _column_major(v) if copies else _unit_stride_head_dim(v)
         # A column-major copy is read as the contiguous (batch, heads, d, seq) tensor it is.
         descriptors = _launch_descriptors("forward", work, q, k, v.transpose(-1, -2) if copies else v, out)
-        _launch(
-            "forward", lambda meta: (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads),
+        _KERNELS["forward"].launch(
+            lambda meta: (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads),
             q, k, v, out, lse, *descriptors, *q.stride()[:3], *k.stride()[:3], *v.stride(),
             heads, seq_q, seq_k, 1.0 / math.sqrt(head_dim), _bucket(seq_q), _bucket(seq_k),
             descriptors[0] is not None,
@@ -994,8 +988,7 @@ def attention_backward(
         _row_dot_kernel[(triton.cdiv(seq_q, rows), batch * heads)](
             out, grad_out, delta, *grad_out.stride()[:3], heads, seq_q, HEAD_DIM=head_dim, BLOCK_M=rows
         )
-        ran = _launch(
-            "backward",
+        ran = _KERNELS["backward"].launch(
             lambda meta: (max(triton.cdiv(seq_k, meta["BLOCK_N1"]),
                               0 if meta["ATOMIC_DQ"] else triton.cdiv(seq_q, meta["BLOCK_M2"])),
                           batch * heads),
