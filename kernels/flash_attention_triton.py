@@ -15,6 +15,8 @@ atomics those adds cost more than they save (1.09 to 1.31 times the two passes o
 as one TMA bulk reduction per tile, measured on the same GPU, the one pass took 0.95 times the time
 of the two passes at head dim 64, causal, sequences of 4096 and 16384; 1.01 to 1.05 times at head
 dim 64 non-causal or at 1024, and 1.11 times at head dim 128 (which keeps to the two passes).
+Only a launch that may run the one pass (forced, tuned to it, or not tuned yet with it among the
+candidates) gets the fp32 buffer, the size of q.
 
 Causal attention (top-left aligned, as in F.scaled_dot_product_attention: query i sees keys 0..i)
 skips the tiles wholly in the future and applies the mask only on tiles that cross the diagonal;
@@ -781,6 +783,17 @@ class _Kernel:
         q = named["Q"]
         return (*(named[name] for name in _AUTOTUNE_KEY), q.dtype, q.device)
 
+    def may_run(self, switch: str, named: dict) -> bool:
+        """Whether a launch with these key arguments (named as the kernel's) may run a configuration
+        with `switch` on: the forced one, the key's tuned choice, or before tuning any candidate that
+        pruning keeps for it."""
+        forced = forced_configs().get(self.name)
+        if forced is not None:
+            return bool(forced.get(switch))
+        config = self.chosen.get(self.key(named))
+        configs = [config] if config is not None else _prune(self.tuned.configs, named)
+        return any(c.kwargs.get(switch) for c in configs)
+
     def launch(self, grid, *args, **kwargs) -> dict[str, int]:
         """Launch with the forced configuration if one is set, else autotuned; returns its kwargs."""
         forced = forced_configs().get(self.name)
@@ -904,19 +917,27 @@ def _loads_through_tma(kernel: str, dtype: torch.dtype, head_dim: int) -> bool:
     return dtype != torch.float32 or (kernel == "forward" and _row_width(head_dim, 4) == "widest")
 
 
-def _descriptors(work: int, *tensors: torch.Tensor) -> list | None:
-    """TMA descriptors over 4-d tensors (batch, heads, then two dims, the last contiguous), or None where
-    loads go through pointers: before Hopper, below TMA_MIN_WORK (TMA_MIN_WORK_FP32 for fp32), and where
-    a base or a stride is not a multiple of 16 bytes. The tile shape is a placeholder until launch."""
+def _tma_can_load(work: int, *tensors: torch.Tensor) -> bool:
+    """Whether TMA loads these 4-d tensors (batch, heads, then two dims, the last contiguous): not before
+    Hopper, below TMA_MIN_WORK (TMA_MIN_WORK_FP32 for fp32), or where a base or a stride is not a
+    multiple of 16 bytes."""
     first = tensors[0]
     if TensorDescriptor is None or not _has_tma(first.device):
-        return None
+        return False
     min_work = TMA_MIN_WORK_FP32 if first.dtype == torch.float32 else TMA_MIN_WORK
     if work < min_work and not _interpreting():  # the interpreter tests both paths at small sizes
+        return False
+    return not any(
+        t.data_ptr() % 16 or any(s * t.element_size() % 16 for s in t.stride()[:-1]) or 0 in t.shape
+        for t in tensors
+    )
+
+
+def _descriptors(work: int, *tensors: torch.Tensor) -> list | None:
+    """TMA descriptors over the tensors where _tma_can_load, else None (loads go through pointers).
+    The tile shape is a placeholder until launch."""
+    if not _tma_can_load(work, *tensors):
         return None
-    for t in tensors:
-        if t.data_ptr() % 16 or any(s * t.element_size() % 16 for s in t.stride()[:-1]) or 0 in t.shape:
-            return None
     return [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, 16, 16]) for t in tensors]
 
 
@@ -975,11 +996,25 @@ def attention_backward(
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dk = torch.empty(k.shape, device=k.device, dtype=k.dtype)
     dv = torch.empty(v.shape, device=v.device, dtype=v.dtype)
-    # dQ in fp32 for the one-pass form, which adds into it (zeroed only when that form runs).
-    dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
     copies = _column_major_copies(q.dtype)
     work = batch * heads * seq_q * seq_k * head_dim
-    descriptors = _launch_descriptors("backward", work, q, grad_out, dq_acc)
+    # Whether the launch qualifies for TMA is part of the tuning key, whichever form then runs.
+    with_descriptors = _loads_through_tma("backward", q.dtype, head_dim) and _tma_can_load(work, q, grad_out)
+    key = {
+        "Q": q, "SEQ_Q_BUCKET": _bucket(seq_q), "SEQ_K_BUCKET": _bucket(seq_k),
+        "WITH_DESCRIPTORS": with_descriptors, "HEAD_DIM": head_dim, "IS_CAUSAL": bool(is_causal),
+    }  # fmt: skip
+    if _KERNELS["backward"].may_run("ATOMIC_DQ", key):
+        # dQ in fp32 for the one-pass form, which adds into it (zeroed only when that form runs); only
+        # that form reads the descriptors.
+        dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
+        made = _descriptors(work, q, grad_out, dq_acc) if with_descriptors else None
+    else:
+        # The two-pass form runs (forced, tuned, or the only candidate): no fp32 copy of q's shape to
+        # hold (twice q's bytes in 16-bit), and no descriptors to make.
+        dq_acc = torch.empty(0, device=q.device, dtype=torch.float32)
+        made = None
+    descriptors = made or [None] * 3
     sm_scale = 1.0 / math.sqrt(head_dim)
     rows = 64
     with _on_device(q.device):
@@ -994,8 +1029,7 @@ def attention_backward(
                           batch * heads),
             q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, *descriptors,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3],
-            heads, seq_q, seq_k, sm_scale, _bucket(seq_q), _bucket(seq_k),
-            descriptors[0] is not None,
+            heads, seq_q, seq_k, sm_scale, key["SEQ_Q_BUCKET"], key["SEQ_K_BUCKET"], with_descriptors,
             HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), DOT_PRECISION=_dot_precision(q.dtype),
             COLUMN_MAJOR_COPIES=copies,
         )  # fmt: skip

@@ -220,6 +220,23 @@ def dq_conversions(monkeypatch) -> list[torch.Tensor]:
     return converted
 
 
+@pytest.fixture
+def backward_buffers(monkeypatch) -> list[tuple[int, bool]]:
+    """Per backward launch in this test: the size of the fp32 dQ buffer it got and whether it got
+    TMA descriptors (both are the one-pass form's)."""
+    seen = []
+    kernel = fat._KERNELS["backward"]
+    launch = kernel.launch
+
+    def recorded(grid, *args, **kwargs):
+        named = dict(zip(kernel.fixed.arg_names, args, strict=False))
+        seen.append((named["DQ_ACC"].numel(), named["desc_q"] is not None))
+        return launch(grid, *args, **kwargs)
+
+    monkeypatch.setattr(kernel, "launch", recorded)
+    return seen
+
+
 # --------------------------------------------------------------------------- forced configurations
 def test_forced_configuration_gives_the_same_result(monkeypatch):
     torch.manual_seed(0)
@@ -257,6 +274,24 @@ def test_one_pass_backward_with_atomic_dq(monkeypatch, dq_conversions, is_causal
     torch.manual_seed(0)
     check(*qkv((2, 2), seq_q, seq_k, 32, dtype), is_causal)
     assert dq_conversions  # the launcher converted the fp32 sum: the one-pass form ran
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("atomic_dq", [0, 1])
+def test_only_the_one_pass_backward_gets_an_fp32_dq_and_descriptors(
+    monkeypatch, backward_buffers, atomic_dq, dtype
+):
+    """The two-pass form reads neither, so its launches hold no fp32 buffer of q's shape and make
+    no descriptors; the one-pass form gets both (descriptors in 16-bit where there is TMA)."""
+    monkeypatch.setattr(fat, "TMA_MIN_WORK", 0)  # descriptors at test sizes on a GPU too
+    monkeypatch.setenv(
+        fat.CONFIG_ENV, f"backward:BLOCK_M1=16,BLOCK_N1=32,BLOCK_M2=32,BLOCK_N2=16,ATOMIC_DQ={atomic_dq}"
+    )
+    torch.manual_seed(0)
+    q, k, v = qkv((1, 2), 48, 64, 32, dtype)
+    check(q, k, v, True)
+    tma = fat._has_tma(q.device) and dtype != F32  # fp32's backward loads through pointers
+    assert backward_buffers == [(q.numel() if atomic_dq else 0, bool(atomic_dq) and tma)]
 
 
 @pytest.mark.parametrize("atomic_dq", [0, 1])
@@ -342,13 +377,17 @@ def test_a_tuned_key_launches_without_the_autotuner(autotuner_runs, dtype):
 
 @pytest.mark.autotuned
 @pytest.mark.parametrize("atomic_dq", [0, 1])
-def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, atomic_dq):
+def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, backward_buffers, atomic_dq):
     """Each key launches with its own configuration whatever the last key chose: the backward's form
-    (one pass or two) decides whether the launcher converts dQ, so running another key's would be wrong."""
+    (one pass or two) decides whether the launcher converts dQ and gives the launch an fp32 dQ, so
+    running another key's would be wrong."""
     torch.manual_seed(0)
     inputs = qkv((1, 2), 70, 90, 32, F16)
     check(*inputs, True)
     backward = fat._KERNELS["backward"]
+    # Before tuning the buffer is there if any candidate left for these rows is one-pass (on a GPU).
+    candidates = fat._prune(backward.tuned.configs, {"Q": inputs[0], "HEAD_DIM": 32})
+    assert (backward_buffers[0][0] > 0) == any(c.kwargs["ATOMIC_DQ"] for c in candidates)
     (key,) = backward.chosen
     backward.chosen[key] = fat._config("backward", (16, 32, 32, 16), 4, 1, {"ATOMIC_DQ": atomic_dq})
     check(*qkv((1, 2), 70, 200, 32, F16), True)  # another key, tuned after the first
@@ -356,6 +395,7 @@ def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, 
     check(*inputs, True)
     assert autotuner_runs["backward"] == 2
     assert len(dq_conversions) == atomic_dq
+    assert backward_buffers[-1][0] == (inputs[0].numel() if atomic_dq else 0)
     assert f"ATOMIC_DQ: {atomic_dq}" in fat.chosen_configs()["backward"]
 
 
