@@ -490,6 +490,26 @@ def test_tuning_counts_the_one_pass_dq_conversion():
     assert torch.equal(dq, torch.full((4, 8), 0.125, dtype=F16))  # the shares are summed unscaled
 
 
+@pytest.mark.parametrize("call_ms", [0.5, 2.5, 7.0])
+def test_tuning_times_long_candidates_over_more_calls(monkeypatch, call_ms):
+    """A candidate is timed over TUNING_MS; one whose calls take longer than a tenth of that is timed
+    again over enough time for TUNING_MIN_CALLS calls, and that second timing is the one used."""
+    asked = []
+    timings = [[call_ms, 0.9 * call_ms, 1.1 * call_ms], [1.01 * call_ms, call_ms, 1.02 * call_ms]]
+
+    def do_bench(fn, warmup, rep, quantiles):
+        asked.append(rep)
+        return timings[len(asked) - 1]
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    timing = fat._tuning_bench(lambda: None, quantiles=(0.5, 0.2, 0.8))
+    if call_ms * fat.TUNING_MIN_CALLS > fat.TUNING_MS:
+        assert asked[0] == fat.TUNING_MS and asked[1] >= call_ms * fat.TUNING_MIN_CALLS
+        assert timing == timings[1]
+    else:
+        assert asked == [fat.TUNING_MS] and timing == timings[0]
+
+
 def test_configuration_examples_in_the_docstring_parse():
     """The module docstring shows how to force configurations; each example must be accepted."""
     examples = re.findall(r'FLASH_TRITON_CONFIG="([^"]+)"', fat.__doc__)
