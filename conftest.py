@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import itertools
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -483,16 +484,26 @@ def pytest_runtest_call(item: pytest.Item):
     try:
         return (yield)
     except Exception as err:
-        oom = harness.out_of_memory_in(err)
-        if oom is None:
+        message = _out_of_memory_message(item, err)  # no local here may keep the error alive
+        if message is None:
             raise
-        first_line = str(oom).strip().splitlines()[0] if str(oom).strip() else "out of memory"
-        notes = dict.fromkeys([*getattr(oom, "__notes__", ()), *getattr(err, "__notes__", ())])
-        message = f"out of memory in {item.name}: {first_line[:200]}" + "".join(f"; {n}" for n in notes)
-    # Outside the except block: the exception, its traceback and the tensors its frames held are gone.
-    _release_memory()
+    # pytest keeps the error for post-mortem debugging in sys.last_* until the next test's call, and
+    # with it the tensors its frames held: that test's peak memory would count them. A skip needs none.
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
     item.config.perf_out_of_memory.append(message)
-    pytest.skip(message)
+    pytest.skip(message)  # the bench fixture's teardown then collects what the failed call held
+
+
+def _out_of_memory_message(item: pytest.Item, err: BaseException) -> str | None:
+    """The skip message for `err` if it is, or was raised from, an out-of-memory; else None."""
+    oom = harness.out_of_memory_in(err)
+    if oom is None:
+        return None
+    first_line = str(oom).strip().splitlines()[0] if str(oom).strip() else "out of memory"
+    notes = dict.fromkeys([*getattr(oom, "__notes__", ()), *getattr(err, "__notes__", ())])
+    return f"out of memory in {item.name}: {first_line[:200]}" + "".join(f"; {n}" for n in notes)
 
 
 # --------------------------------------------------------------------------- terminal summary

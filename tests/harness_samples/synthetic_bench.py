@@ -1,6 +1,7 @@
 """Benchmarks run by tests/test_harness.py in a child pytest: not collected by the correctness tests."""
 
 import time
+import weakref
 
 import torch
 
@@ -17,10 +18,6 @@ def test_synthetic_matmul(bench):
     bench.run(fn, work=Work(flops=2 * 64**3, tokens=64, precision="fp32"), warmup_steps=1, label="synthetic")
 
 
-def test_raises_oom(bench):
-    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
-
-
 def test_raises_wrapped_oom(bench):
     # torch.compile reports an out-of-memory during compilation as its own error, raised from it.
     with oom_note("one score matrix is 128.00 GiB"):
@@ -28,7 +25,29 @@ def test_raises_wrapped_oom(bench):
         raise RuntimeError("backend='inductor' raised: OutOfMemoryError") from oom
 
 
+# Weak references to what the call that ran out of memory held when it failed.
+HELD_WHEN_OUT_OF_MEMORY: list[weakref.ref] = []
+
+
+def _allocating_call():
+    scores = torch.empty(1024)  # the first of two large allocations; the second fails
+    HELD_WHEN_OUT_OF_MEMORY.append(weakref.ref(scores))
+    try:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+    except torch.OutOfMemoryError as err:
+        # A frame that keeps its error in a local makes a reference cycle (frame, error, traceback),
+        # which only the garbage collector frees.
+        failure = err
+        raise failure from None
+
+
+def test_raises_oom(bench):
+    _allocating_call()
+
+
 def test_after_oom_runs(bench):
+    # The failed call's tensors were freed with its traceback, before this benchmark measures its peak.
+    assert HELD_WHEN_OUT_OF_MEMORY and all(ref() is None for ref in HELD_WHEN_OUT_OF_MEMORY)
     bench.run(lambda: torch.ones(8).sum(), work=Work(), warmup_steps=0)
 
 
