@@ -794,6 +794,10 @@ class _Kernel:
         self.chosen: dict[tuple, triton.Config] = {}  # tuning key -> the autotuner's choice
         self.last: triton.Config | None = None  # what the last autotuned launch ran with
 
+    def named(self, args: tuple, kwargs: dict) -> dict:
+        """A launch's arguments by the kernel's names: the first ones come positional, the rest as kwargs."""
+        return dict(zip(self.fixed.arg_names, args, strict=False)) | kwargs
+
     def key(self, named: dict) -> tuple:
         """The autotuner's key for these arguments, with the dtype and device of the inputs."""
         q = named["Q"]
@@ -816,7 +820,7 @@ class _Kernel:
         if forced is not None:
             self.fixed[grid](*args, **kwargs, **forced)
             return forced
-        named = dict(zip(self.fixed.arg_names, args, strict=False)) | kwargs  # the rest come as kwargs
+        named = self.named(args, kwargs)
         key = self.key(named)
         config = self.chosen.get(key)
         if config is None:
@@ -1024,13 +1028,12 @@ def attention_backward(
         # dQ in fp32 for the one-pass form, which adds into it (zeroed only when that form runs); only
         # that form reads the descriptors.
         dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
-        made = _descriptors(work, q, grad_out, dq_acc) if with_descriptors else None
+        descriptors = _launch_descriptors("backward", work, q, grad_out, dq_acc)
     else:
         # The two-pass form runs (forced, tuned, or the only candidate): no fp32 copy of q's shape to
         # hold (twice q's bytes in 16-bit), and no descriptors to make.
         dq_acc = torch.empty(0, device=q.device, dtype=torch.float32)
-        made = None
-    descriptors = made or [None] * 3
+        descriptors = [None] * 3
     sm_scale = 1.0 / math.sqrt(head_dim)
     rows = 64
     with _on_device(q.device):

@@ -229,7 +229,7 @@ def backward_buffers(monkeypatch) -> list[tuple[int, bool]]:
     launch = kernel.launch
 
     def recorded(grid, *args, **kwargs):
-        named = dict(zip(kernel.fixed.arg_names, args, strict=False))
+        named = kernel.named(args, kwargs)
         seen.append((named["DQ_ACC"].numel(), named["desc_q"] is not None))
         return launch(grid, *args, **kwargs)
 
