@@ -37,6 +37,16 @@ accumulation): about eight times the throughput of full-fp32 dots, with errors c
 TF32 dots read their second operand from column-major copies where it is reduced over its rows
 (see COLUMN_MAJOR_TF32_OPERANDS).
 
+What fp32 costs: its tiles take twice the bytes, and the dK/dV pass reads q and dO in both layouts,
+four tiles per step where 16-bit reads two. At head dim 128 the backward fills a multiprocessor:
+on an H100 at (4, 16, 4096, 128), Nsight Compute showed one program of 8 warps per multiprocessor,
+224 KiB of shared memory, 255 registers with spills, and one pipeline stage whose loads pass
+through registers (29% of stall samples were shared-memory stores waiting on them); bf16 ran three
+stages in 160 KiB. Measured slower for the fp32 backward (H100, head dims 64 and 128): the one
+pass, TMA loads, 16 warps, K and V as register operands, the next step's tiles prefetched into
+registers (more spills; 1.01 to 1.27 times the backward's time, best tiles against best tiles) and
+mma.sync products (DISABLE_MMA_V3: 1.08 to 1.57 times).
+
 Tile sizes, warps and pipeline stages are autotuned per (length bucket, head dim, causal, dtype),
 once per machine: the timings are kept in Triton's cache directory (see _tuned). Later calls of a
 tuned case launch its configuration directly (see _Kernel).
