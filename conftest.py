@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from perf import gate, harness
+from perf import harness
 from perf.attention_shapes import SWEEPS
+from perf.results import recorded_on
 from perf.summary_tables import SUMMARY_TABLES
 from perf.tiers import ALLREDUCE_SWEEP, AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
 from perf.transfer_workloads import byte_size_label, parse_byte_size
@@ -354,7 +355,7 @@ def _baseline_problem(path: Path, device: torch.device) -> str | None:
 
 def _recorded_on(perf_info: object) -> str:
     """The processor a result belongs to: the GPU model, or the CPU model for CPU runs."""
-    return gate.recorded_on(perf_info) or "an unknown machine (no 'perf' machine info)"
+    return recorded_on(perf_info) or "an unknown machine (no 'perf' machine info)"
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:

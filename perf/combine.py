@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perf.gate import BASELINES, GateError, load_results, machine_folder
+from perf.results import BASELINES, GateError, load_results, machine_folder
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # What makes two parts one commit's: its id, and whether the tree had changes beyond it.

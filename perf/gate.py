@@ -11,232 +11,45 @@ Exit codes: 0 no regression, 1 at least one regression, 2 no verdict (bad input,
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-BASELINES = ROOT / "baselines"
-
-# The median of n normal samples has a standard error of sqrt(pi / 2) * sigma / sqrt(n).
-MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)  # 1.2533
-# The interquartile range of a normal distribution is 1.349 sigma; unlike the standard deviation it
-# is not inflated by the few slow rounds (a collection pass, a clock change) that most runs have.
-IQR_PER_SIGMA = 1.349
-
-# The defaults of the rule: the relative slowdown that matters, and the noise bound in standard errors.
-THRESHOLD = 0.05
-Z = 3.0
-
-# A benchmark is host-bound when one call keeps the host busy for at least this share of the call's
-# median time (extra_info host_ms against median_ms): the GPU then waits on Python and kernel
-# launches, and the time follows the host's CPU. Over three back-to-back runs of each part of the
-# default suite on lent H100s, such benchmarks moved by 14-15% (median) and up to 2.0x, GPU-bound
-# ones by 0.7-0.75% (median).
-# They are judged at a threshold of their own; slowdowns between the two thresholds are listed.
-HOST_BOUND_SHARE = 0.8
-HOST_BOUND_THRESHOLD = 0.25
-HOST_BOUND_SLOWER = "host-bound slower"  # the verdict of a host-bound slowdown within its threshold
+from perf.regression_rule import (
+    GPU,
+    HOST_BOUND_SHARE,
+    HOST_BOUND_SLOWER,
+    HOST_BOUND_THRESHOLD,
+    THRESHOLD,
+    WALL,
+    Timing,
+    Z,
+    classify,
+    judge,
+    noise_bound,
+    verdicts,
+)
+from perf.results import (
+    BASELINES,
+    ROOT,
+    GateError,
+    Results,
+    check_same_machine,
+    load_results,
+    newest_baseline,
+    this_machine_slug,
+)
 
 # pytest exit codes that are not a failed run: 0 all passed or skipped, 5 nothing collected.
 PYTEST_OK = (0, 5)
 
 # Runs `python -m pytest ARGS --benchmark-json=PATH`; returns pytest's exit code.
 Runner = Callable[[Sequence[str], Path], int]
-
-
-class GateError(ValueError):
-    """Input on which the gate refuses a verdict: it says why and exits 2, it never passes."""
-
-
-# --------------------------------------------------------------------------- the rule
-@dataclass(frozen=True)
-class Timing:
-    """One benchmark of one run: its median and the standard error of that median, in seconds."""
-
-    median_s: float
-    se_s: float | None  # None: fewer than 2 rounds, too few to estimate a spread
-    host_bound: bool = False  # see HOST_BOUND_SHARE
-
-
-def is_host_bound(extra_info: object) -> bool:
-    """Whether the suite recorded a host time per call of at least HOST_BOUND_SHARE of the median."""
-    if not isinstance(extra_info, dict):
-        return False
-    host_ms, median_ms = extra_info.get("host_ms"), extra_info.get("median_ms")
-    numbers = all(isinstance(v, int | float) and v > 0 for v in (host_ms, median_ms))
-    return numbers and host_ms >= HOST_BOUND_SHARE * median_ms
-
-
-def median_standard_error(stats: Mapping[str, Any]) -> float | None:
-    """A robust standard error of the median from a run's own rounds (pytest-benchmark's stats).
-
-    sigma comes from the IQR (IQR / 1.349), or from the standard deviation where the IQR is 0 or
-    missing (few rounds, or rounds identical to the timer's resolution).
-    """
-    rounds = stats.get("rounds") or 0
-    if rounds < 2:
-        return None  # one round tells nothing about the spread: only the threshold applies
-    iqr = stats.get("iqr") or 0.0
-    sigma = iqr / IQR_PER_SIGMA if iqr > 0 else stats.get("stddev") or 0.0
-    return MEDIAN_SE_FACTOR * sigma / math.sqrt(rounds)
-
-
-def noise_bound(baseline: Timing, current: Timing, z: float) -> float | None:
-    """Seconds of median difference that the two runs' noise explains at z standard errors."""
-    if baseline.se_s is None or current.se_s is None:
-        return None
-    return z * math.hypot(baseline.se_s, current.se_s)
-
-
-def classify(baseline: Timing, current: Timing, threshold: float, z: float) -> str:
-    """'slower', 'faster' or 'unchanged': the one rule of the gate.
-
-    A change counts only when it is large enough to matter AND too large to be noise:
-    - matter: the ratio of medians leaves [1 - threshold, 1 + threshold] (5% by default), so
-      that a real but tiny difference of a very steady benchmark does not fail a change;
-    - noise: the difference of medians exceeds z standard errors of that difference, each run's
-      standard error taken from its own rounds (`median_standard_error`). A benchmark with a wide
-      spread (a launch-bound step, a shared host) then needs a larger move to count, while a
-      steady one is judged by the threshold alone. With z = 3 about 1 in 740 comparisons of
-      unchanged code pass the bound on the slow side by chance, before re-measurement.
-    Where either run has fewer than 2 rounds there is no spread to compare with, and the threshold
-    alone decides.
-    """
-    if not 0 < threshold < 1:
-        raise ValueError(f"threshold must be > 0 and < 1; got {threshold}")
-    if not 0 < z < math.inf:
-        raise ValueError(f"z must be a positive number; got {z}")
-    difference = current.median_s - baseline.median_s
-    bound = noise_bound(baseline, current, z)
-    beyond_noise = bound is None or abs(difference) > bound
-    ratio = current.median_s / baseline.median_s
-    if ratio > 1 + threshold and beyond_noise:
-        return "slower"
-    if ratio < 1 - threshold and beyond_noise:
-        return "faster"
-    return "unchanged"
-
-
-def judge(
-    baseline: Timing,
-    current: Timing,
-    threshold: float,
-    z: float,
-    host_threshold: float = HOST_BOUND_THRESHOLD,
-) -> str:
-    """`classify` with the host-bound rule: a slowdown of a benchmark host-bound in the baseline is
-    'slower' only beyond `host_threshold`; within it, it is HOST_BOUND_SLOWER (listed, never failing).
-
-    The baseline decides, not the current run: a change that makes a GPU-bound benchmark wait on
-    the host (a synchronization, Python work per step) is judged at the normal threshold.
-    """
-    verdict = classify(baseline, current, threshold, z)
-    if verdict != "slower" or not baseline.host_bound:
-        return verdict
-    return "slower" if classify(baseline, current, host_threshold, z) == "slower" else HOST_BOUND_SLOWER
-
-
-# --------------------------------------------------------------------------- result files
-@dataclass(frozen=True)
-class Results:
-    """A pytest-benchmark JSON file: where it was recorded and its timings by pytest node id."""
-
-    path: Path
-    machine: str  # the GPU model, or 'the CPU (<model>)' for CPU runs
-    timings: dict[str, Timing]
-    # The whole file as read, for readers that need more than timings (reports, combining parts).
-    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-
-def recorded_on(perf_info: object) -> str | None:
-    """The processor a result belongs to: the GPU model, or the CPU model for CPU runs."""
-    if not isinstance(perf_info, dict):
-        return None
-    gpu = perf_info.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    return f"the CPU ({perf_info.get('cpu_model', 'unknown model')})"
-
-
-def folder_name(processor: str) -> str:
-    """The folder under baselines/ of a GPU model, or of 'cpu <model>': lower case, other runs as '-'."""
-    return re.sub(r"[^a-z0-9]+", "-", processor.lower()).strip("-")
-
-
-def machine_folder(perf_info: Mapping[str, Any]) -> str:
-    """The baselines/ folder that results with this machine_info.perf belong in."""
-    gpu = perf_info.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return folder_name(str(gpu["name"]))
-    return folder_name(f"cpu {perf_info.get('cpu_model', 'unknown model')}")
-
-
-def load_results(path: Path, role: str) -> Results:
-    """Read a result file; `role` ('--baseline', '--current', 're-measurement') names it in errors."""
-    where = f"{role} {path}"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise GateError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise GateError(f"{where}: cannot be read ({err})") from None
-    except json.JSONDecodeError as err:
-        raise GateError(f"{where}: not valid JSON, truncated or damaged ({err})") from None
-    benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
-    if not isinstance(benchmarks, list) or not benchmarks:
-        raise GateError(
-            f"{where}: no benchmarks in it; a timed run (without --benchmark-disable) with "
-            "--benchmark-json=FILE writes them"
-        )
-    machine_info = data.get("machine_info")
-    machine = recorded_on(machine_info.get("perf") if isinstance(machine_info, dict) else None)
-    if machine is None:
-        raise GateError(f"{where}: no machine_info.perf, so the GPU it ran on is unknown")
-    timings = {}
-    for i, entry in enumerate(benchmarks):
-        stats = entry.get("stats") if isinstance(entry, dict) else None
-        median = stats.get("median") if isinstance(stats, dict) else None
-        name = entry.get("fullname") if isinstance(entry, dict) else None
-        if not isinstance(name, str) or not isinstance(median, int | float) or not median > 0:
-            raise GateError(f"{where}: benchmark #{i} has no fullname or no positive stats.median")
-        host_bound = is_host_bound(entry.get("extra_info"))
-        timings[name] = Timing(float(median), median_standard_error(stats), host_bound)
-    return Results(path, machine, timings, data)
-
-
-def check_same_machine(baseline: Results, current: Results, current_label: str) -> None:
-    """`current_label` names the current results in the message: '--current FILE' or 'this run'."""
-    if baseline.machine != current.machine:
-        raise GateError(
-            f"{current_label} was recorded on {current.machine}, --baseline {baseline.path} on "
-            f"{baseline.machine}; results of different processors are not comparable"
-        )
-
-
-def newest_baseline(baselines_dir: Path, slug: str) -> Path:
-    """The newest stored result of one machine's folder (baselines/README.md names them NNNN_name.json)."""
-    stored = sorted((baselines_dir / slug).glob("[0-9][0-9][0-9][0-9]_*.json"))
-    if not stored:
-        raise GateError(
-            f"no stored baseline for {slug} in {baselines_dir / slug}/; save one with `make baseline` "
-            "or give --baseline FILE"
-        )
-    return stored[-1]
-
-
-def this_machine_slug() -> str:
-    from perf import harness  # torch is imported only when the machine must be asked
-
-    return harness.machine_slug(harness.resolve_device("auto"))
 
 
 # --------------------------------------------------------------------------- comparison
@@ -247,6 +60,7 @@ class Change:
     current: Timing
     noise_s: float | None  # the bound of `noise_bound`; None when only the threshold applied
     remeasured: tuple[float, ...] = ()  # ratios of the re-measurements, in order
+    figure: str = WALL  # which of the benchmark's figures changed: WALL or GPU
 
     @property
     def ratio(self) -> float:
@@ -261,6 +75,17 @@ class Comparison:
     host_bound: list[Change]  # host-bound and slower within their own threshold: listed (see `judge`)
     new: list[str]  # in the current run only
     missing: list[str]  # in the baseline only
+    # Benchmarks judged on wall time alone, by why their GPU time could not be compared.
+    wall_only: dict[str, list[str]] = field(default_factory=dict)
+
+
+def gpu_missing_reason(baseline: Results, current: Results, name: str) -> str | None:
+    """Why the GPU times of a benchmark in both runs cannot be compared, or None if they can."""
+    if name not in baseline.gpu_timings:
+        return f"the baseline has no GPU time: {baseline.gpu_absent.get(name, 'not recorded')}"
+    if name not in current.gpu_timings:
+        return f"this run has no GPU time: {current.gpu_absent.get(name, 'not recorded')}"
+    return None
 
 
 def compare(
@@ -270,18 +95,26 @@ def compare(
     z: float,
     host_threshold: float = HOST_BOUND_THRESHOLD,
 ) -> Comparison:
+    """Every benchmark of both runs judged on each figure both have (`verdicts`); one Change per
+    benchmark and figure that moved."""
     suspects, improvements, host_bound = [], [], []
+    wall_only: dict[str, list[str]] = {}
     common = [name for name in current.timings if name in baseline.timings]
     for name in common:
-        before, after = baseline.timings[name], current.timings[name]
-        verdict = judge(before, after, threshold, z, host_threshold)
-        change = Change(name, before, after, noise_bound(before, after, z))
-        if verdict == "slower":
-            suspects.append(change)
-        elif verdict == "faster":
-            improvements.append(change)
-        elif verdict == HOST_BOUND_SLOWER:
-            host_bound.append(change)
+        before, after = baseline.figures(name), current.figures(name)
+        for figure, verdict in verdicts(before, after, threshold, z, host_threshold).items():
+            change = Change(
+                name, before[figure], after[figure], noise_bound(before[figure], after[figure], z), (), figure
+            )
+            if verdict == "slower":
+                suspects.append(change)
+            elif verdict == "faster":
+                improvements.append(change)
+            elif verdict == HOST_BOUND_SLOWER:
+                host_bound.append(change)
+        reason = gpu_missing_reason(baseline, current, name)
+        if reason is not None:
+            wall_only.setdefault(reason, []).append(name)
     return Comparison(
         compared=len(common),
         suspects=sorted(suspects, key=lambda c: -c.ratio),
@@ -289,6 +122,7 @@ def compare(
         host_bound=sorted(host_bound, key=lambda c: -c.ratio),
         new=sorted(name for name in current.timings if name not in baseline.timings),
         missing=sorted(name for name in baseline.timings if name not in current.timings),
+        wall_only=wall_only,
     )
 
 
@@ -302,29 +136,32 @@ def confirm(
     host_threshold: float = HOST_BOUND_THRESHOLD,
 ) -> tuple[list[Change], list[Change]]:
     """(regressions, did not persist): a suspect is a regression only if every re-measurement of it
-    is a suspect too. Each round re-runs only those still suspect."""
+    is a suspect too, on the same figure. Each round re-runs only the benchmarks still suspect."""
     remaining = list(suspects)
-    ratios: dict[str, list[float]] = {c.name: [] for c in suspects}
+    ratios: dict[tuple[str, str], list[float]] = {(c.name, c.figure): [] for c in suspects}
     not_persisted: list[Change] = []
     for _ in range(times):
         if not remaining:
             break
-        again = remeasure([c.name for c in remaining]).timings
+        again = remeasure(list(dict.fromkeys(c.name for c in remaining)))
         still = []
         for change in remaining:
-            timing = again.get(change.name)
+            timing = again.figures(change.name).get(change.figure) if change.name in again.timings else None
             if timing is None:
-                # Skipped or not collected this time: nothing showed it to be noise, so it stays a
-                # suspect; a gate must not pass because a benchmark stopped running.
+                # Skipped, not collected or without that figure this time: nothing showed it to be
+                # noise, so it stays a suspect; a gate must not pass because a figure went missing.
                 still.append(change)
                 continue
-            ratios[change.name].append(timing.median_s / change.baseline.median_s)
-            slower = judge(change.baseline, timing, threshold, z, host_threshold) == "slower"
-            (still if slower else not_persisted).append(change)
+            ratios[change.name, change.figure].append(timing.median_s / change.baseline.median_s)
+            if change.figure == WALL:
+                verdict = judge(change.baseline, timing, threshold, z, host_threshold)
+            else:
+                verdict = classify(change.baseline, timing, threshold, z)
+            (still if verdict == "slower" else not_persisted).append(change)
         remaining = still
 
     def with_ratios(changes: list[Change]) -> list[Change]:
-        return [Change(c.name, c.baseline, c.current, c.noise_s, tuple(ratios[c.name])) for c in changes]
+        return [replace(c, remeasured=tuple(ratios[c.name, c.figure])) for c in changes]
 
     return with_ratios(remaining), with_ratios(not_persisted)
 
@@ -363,11 +200,31 @@ def measure(runner: Runner, args: Sequence[str], role: str, save: Path | None = 
 
 
 # --------------------------------------------------------------------------- report
+# Benchmarks judged on wall time alone are named where a reason covers at most this many (a profiler
+# failure in one benchmark); beyond it (a baseline recorded before GPU time) they are counted.
+LISTED_PER_REASON = 10
+
+
 def _row(change: Change) -> str:
     before, after = change.baseline.median_s * 1e3, change.current.median_s * 1e3
     noise = "-" if change.noise_s is None else f"{change.noise_s * 1e3:.3f}"
     remeasured = ",".join(f"{r:.3f}" for r in change.remeasured) or "-"
-    return f"  {before:>10.3f} {after:>10.3f} {change.ratio:>7.3f} {noise:>9} {remeasured:>13}  {change.name}"
+    return (
+        f"  {change.figure:<6} {before:>10.3f} {after:>10.3f} {change.ratio:>7.3f} {noise:>9} "
+        f"{remeasured:>13}  {change.name}"
+    )
+
+
+def _wall_only_lines(wall_only: dict[str, list[str]]) -> list[str]:
+    if not wall_only:
+        return []
+    count = sum(map(len, wall_only.values()))
+    lines = [f"judged on wall time alone, {count} benchmark(s) without GPU time to compare:"]
+    for reason, names in wall_only.items():
+        lines.append(f"  {len(names)}: {reason}")
+        if len(names) <= LISTED_PER_REASON:
+            lines += [f"    {name}" for name in names]
+    return lines
 
 
 def report(
@@ -379,7 +236,8 @@ def report(
     host_threshold: float = HOST_BOUND_THRESHOLD,
 ) -> list[str]:
     header = (
-        f"  {'base ms':>10} {'current ms':>10} {'ratio':>7} {'noise ms':>9} {'re-measured':>13}  benchmark"
+        f"  {'figure':<6} {'base ms':>10} {'current ms':>10} {'ratio':>7} {'noise ms':>9} "
+        f"{'re-measured':>13}  benchmark"
     )
     lines = []
     sections = (
@@ -387,8 +245,8 @@ def report(
         ("improvements (listed, never failing)", comparison.improvements),
         ("did not persist (slower once, not when measured again: noise)", not_persisted),
         (
-            f"host-bound, slower by more than {threshold:.0%} but not {host_threshold:.0%} (listed, never "
-            "failing: the host's Python and launches set their time; see --host-bound-threshold)",
+            f"host-bound, wall time slower by more than {threshold:.0%} but not {host_threshold:.0%} "
+            "(listed, never failing: the host's Python and launches set it; see --host-bound-threshold)",
             comparison.host_bound,
         ),
     )
@@ -398,13 +256,20 @@ def report(
     for title, names in (("new (not in the baseline)", comparison.new), ("missing", comparison.missing)):
         if names:
             lines += [f"{title}:", *(f"  {name}" for name in names)]
+    lines += _wall_only_lines(comparison.wall_only)
     counts = (
         f"{comparison.compared} compared, {len(comparison.improvements)} faster, "
         f"{len(not_persisted)} did not persist, {len(comparison.host_bound)} host-bound slower, "
-        f"{len(comparison.new)} new, {len(comparison.missing)} missing; "
+        f"{len(comparison.new)} new, {len(comparison.missing)} missing, "
+        f"{sum(map(len, comparison.wall_only.values()))} without GPU time; "
         f"threshold {threshold:.0%}, z {z:g}, host-bound {host_threshold:.0%}"
     )
-    verdict = f"FAIL: {len(regressions)} regression{'s' * (len(regressions) != 1)}" if regressions else "PASS"
+    if regressions:
+        by_figure = {f: sum(c.figure == f for c in regressions) for f in (GPU, WALL)}
+        named = ", ".join(f"{n} in {figure} time" for figure, n in by_figure.items() if n)
+        verdict = f"FAIL: {len(regressions)} regression{'s' * (len(regressions) != 1)} ({named})"
+    else:
+        verdict = "PASS"
     return [*lines, f"{verdict} ({counts})"]
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from model.precision import tf32_enabled
-from perf.gate import folder_name
+from perf.results import folder_name
 
 NVTX_DOMAIN = "perf"
 TIMED_RANGE = "timed"  # wraps every timed region: `nsys profile -c nvtx -p timed@perf` skips warm-up

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perf import gate, report_plots
-from perf.gate import GateError
+from perf import report_plots
+from perf.regression_rule import THRESHOLD, Z
+from perf.report_comparison import compare, comparison_blocks, shown
 from perf.report_format import Info, fmt
 from perf.report_render import (
     Block,
-    Code,
     Heading,
     Image,
     Paragraph,
@@ -38,13 +38,10 @@ from perf.report_render import (
     html_page,
     markdown,
 )
+from perf.results import GateError, Results, check_same_machine, load_results
 from perf.summary_tables import SUMMARY_TABLES
 
 REPORT_DIR = Path("reports")  # ignored by git (.gitignore: /reports/)
-# The gate's defaults: a report marks as slower or faster what the gate would.
-THRESHOLD = gate.THRESHOLD
-Z = gate.Z
-VERDICTS = ("slower", "faster", "unchanged", gate.HOST_BOUND_SLOWER)  # gate.judge's
 
 
 # --------------------------------------------------------------------------- result files
@@ -57,7 +54,7 @@ class Benchmark:
 
 @dataclass(frozen=True)
 class Run:
-    results: gate.Results  # the gate's view: processor, timings and the whole file
+    results: Results  # the gate's view: processor, timings and the whole file
     benchmarks: list[Benchmark]
 
     @property
@@ -72,7 +69,7 @@ class Run:
 
 def load_run(path: Path, role: str) -> Run:
     """A result file with everything the report shows; refused (GateError) where the gate refuses it."""
-    results = gate.load_results(path, role)
+    results = load_results(path, role)
     entries = results.document["benchmarks"]  # load_results checked each has a fullname and stats
     benchmarks = [
         Benchmark(
@@ -141,89 +138,6 @@ def machine_table(current: Run, baseline: Run | None) -> Table:
     return Table(("", "result", "baseline"), [[field, value, before[field]] for field, value in rows])
 
 
-# --------------------------------------------------------------------------- against a baseline
-@dataclass(frozen=True)
-class Compared:
-    name: str  # node id
-    baseline: gate.Timing
-    current: gate.Timing
-    verdict: str  # gate.judge's: 'slower', 'faster', 'unchanged', 'host-bound slower'
-
-    @property
-    def ratio(self) -> float:
-        return self.current.median_s / self.baseline.median_s
-
-
-@dataclass(frozen=True)
-class Comparison:
-    rows: list[Compared]  # the largest ratio (the slowest) first
-    new: list[str]  # in the result only
-    missing: list[str]  # in the baseline only
-
-
-def compare(baseline: gate.Results, current: gate.Results, threshold: float, z: float) -> Comparison:
-    """Every benchmark of both runs, judged by the gate's rule (threshold and the runs' own noise)."""
-    rows = []
-    for name, timing in current.timings.items():
-        before = baseline.timings.get(name)
-        if before is not None:
-            rows.append(Compared(name, before, timing, gate.judge(before, timing, threshold, z)))
-    return Comparison(
-        rows=sorted(rows, key=lambda row: -row.ratio),
-        new=[name for name in current.timings if name not in baseline.timings],
-        missing=[name for name in baseline.timings if name not in current.timings],
-    )
-
-
-def _shown(fullname: str) -> Code:
-    return Code(fullname.removeprefix("perf/"))
-
-
-def comparison_blocks(comparison: Comparison, threshold: float, z: float, out: Path) -> list[Block]:
-    counts = {verdict: sum(r.verdict == verdict for r in comparison.rows) for verdict in VERDICTS}
-    blocks: list[Block] = [
-        Heading(2, "Against the baseline"),
-        Paragraph(
-            f"{len(comparison.rows)} benchmarks in both runs: {counts['slower']} slower, {counts['faster']} "
-            f"faster, {counts['unchanged']} unchanged, {counts[gate.HOST_BOUND_SLOWER]} host-bound slower; "
-            f"{len(comparison.new)} new, {len(comparison.missing)} missing. "
-            "Ratio: current median / baseline median (above 1: slower). Slower or faster: by more "
-            f"than {threshold:.0%} and by more than {z:g} standard errors of the two medians, each from its "
-            "run's own rounds: the rule of perf/gate.py, which also measures suspects again (a report "
-            "can't). Host-bound slower: host-bound in the baseline (one call keeps the host busy for at "
-            f"least {gate.HOST_BOUND_SHARE:.0%} of its time, so its time follows the host's CPU) and slower, "
-            f"but by less than the gate's host-bound threshold ({gate.HOST_BOUND_THRESHOLD:.0%}): listed, "
-            "never failing."
-        ),
-        Table(
-            ("benchmark", "baseline ms", "current ms", "ratio", "verdict"),
-            [
-                [
-                    _shown(r.name),
-                    f"{r.baseline.median_s * 1e3:.4g}",
-                    f"{r.current.median_s * 1e3:.4g}",
-                    f"{r.ratio:.3f}",
-                    r.verdict,
-                ]
-                for r in comparison.rows
-            ],
-            numeric=frozenset({1, 2, 3}),
-            marks=[r.verdict if r.verdict != "unchanged" else "" for r in comparison.rows],
-        ),
-    ]
-    plot = report_plots.ratio_plot([(_shown(r.name), r.ratio, r.verdict) for r in comparison.rows], out)
-    if plot is not None:
-        blocks += [Paragraph(plot.caption), Image(plot.file, plot.title)]
-    lists = (
-        ("New (not in the baseline)", comparison.new),
-        ("Missing (in the baseline only)", comparison.missing),
-    )
-    for title, names in lists:
-        if names:
-            blocks += [Heading(3, title), Table(("benchmark",), [[_shown(name)] for name in names])]
-    return blocks
-
-
 # --------------------------------------------------------------------------- the document
 def _gib(value: object) -> float | None:
     return value / 2**30 if isinstance(value, int | float) and value else None
@@ -234,16 +148,19 @@ def _number(value: object) -> float | None:
 
 
 def benchmarks_table(benchmarks: Sequence[Benchmark]) -> Table:
-    """Every benchmark with its spread and the figures the harness derives (conftest's summary, per row)."""
+    """Every benchmark with its spread, its GPU busy time and share, and the figures the harness derives
+    (conftest's summary, per row)."""
     rows = []
     for b in benchmarks:
         median, iqr = _number(b.stats.get("median")), _number(b.stats.get("iqr"))
         spread = iqr / median if median and iqr is not None else None
         rows.append(
             [
-                _shown(b.fullname),
+                shown(b.fullname),
                 fmt(None if median is None else median * 1e3, ".4g"),
                 fmt(spread, ".1%"),
+                fmt(_number(b.info.get("gpu_ms")), ".4g"),
+                fmt(_number(b.info.get("gpu_busy_share")), ".0%"),
                 _text(b.stats.get("rounds")),
                 fmt(_number(b.info.get("tflops")), ".3g"),
                 fmt(_number(b.info.get("tokens_per_s")), ".0f"),
@@ -251,7 +168,18 @@ def benchmarks_table(benchmarks: Sequence[Benchmark]) -> Table:
                 fmt(_gib(b.info.get("peak_memory_bytes")), ".2f"),
             ]
         )
-    header = ("benchmark", "median ms", "IQR / median", "rounds", "TFLOP/s", "tokens/s", "GB/s", "peak GiB")
+    header = (
+        "benchmark",
+        "median ms",
+        "IQR / median",
+        "GPU ms",
+        "GPU busy",
+        "rounds",
+        "TFLOP/s",
+        "tokens/s",
+        "GB/s",
+        "peak GiB",
+    )
     return Table(header, rows, numeric=frozenset(range(1, len(header))))
 
 
@@ -382,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         baseline = None
         if options.baseline is not None:
             baseline = load_run(options.baseline, "--baseline")
-            gate.check_same_machine(baseline.results, current.results, f"result {options.result}")
+            check_same_machine(baseline.results, current.results, f"result {options.result}")
         missing = report_plots.matplotlib_missing()
         if missing:
             raise GateError(missing)

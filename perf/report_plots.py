@@ -34,13 +34,9 @@ MIN_WIDTH = 7.0  # inches: room for the title and legend of a figure of one narr
 SCALING_SUITE = "attention_scaling"
 # Bars grouped per preset switch to a log axis beyond this spread: 2.7b's step is 50x a small one's.
 LOG_SPREAD = 20.0
-# The ratio plot shows at most this many benchmarks: the slowest and the fastest half each.
-MAX_RATIO_ROWS = 60
 # Colours that name the same thing in every figure: a provider, a precision.
 PROVIDER_COLORS = {name: f"C{i}" for i, name in enumerate(PROVIDERS)}
 PRECISION_COLORS = {name: f"C{i}" for i, name in enumerate(PRECISIONS)}
-RATIO_TICKS = (0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10)
-VERDICT_COLORS = {"slower": "tab:red", "faster": "tab:green", "unchanged": "0.6"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +55,7 @@ def matplotlib_missing() -> str | None:
     return None
 
 
-def _figure(
+def new_figure(
     rows: int, cols: int, width: float = 4.4, height: float = 3.2, sharey: bool | str = False
 ) -> tuple[Any, Any]:
     import matplotlib
@@ -84,7 +80,9 @@ def _legend(figure: Any, axes: Any) -> None:
         )
 
 
-def _finish(figure: Any, axes: Any, out: Path, file: str, title: str, subtitle: str, caption: str) -> Plot:
+def finish_figure(
+    figure: Any, axes: Any, out: Path, file: str, title: str, subtitle: str, caption: str
+) -> Plot:
     """Title, legend and file of a figure; the Plot that the report shows it by."""
     figure.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=10)
     _legend(figure, axes)
@@ -292,7 +290,7 @@ def _attention_figure(points: Sequence[AttentionPoint], metric: Metric, out: Pat
         return None
     modes = sorted({p.mode for p in points}, key=lambda m: registry_order(m, ATTENTION_MODES))
     columns = sorted({(p.shape.head_dim, p.shape.causal) for p in points})
-    figure, axes = _figure(len(modes), len(columns))
+    figure, axes = new_figure(len(modes), len(columns))
     for row, mode in enumerate(modes):
         for col, (head_dim, causal) in enumerate(columns):
             ax = axes[row][col]
@@ -310,7 +308,7 @@ def _attention_figure(points: Sequence[AttentionPoint], metric: Metric, out: Pat
     held = _held(points)
     subtitle = f"{family} ({held}), {dtype}" if held else f"{family}, {dtype}"
     caption = "One line per provider; rows: mode; columns: head dim and masking. " + metric.caption
-    return _finish(figure, axes, out, file, title, subtitle, caption.strip())
+    return finish_figure(figure, axes, out, file, title, subtitle, caption.strip())
 
 
 def attention_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
@@ -375,7 +373,7 @@ def _end_to_end_figure(context: int, results: Sequence[Info], out: Path) -> Plot
     panels = _precision_bars(results, lambda x: (x["mode"], x["impl"]))
     log = _log_scale(panels.values())
     # One y axis per row: the implementations of a mode side by side, comparable by eye.
-    figure, axes = _figure(len(modes), len(impls), width=max(4.4, 1.4 * len(presets)), sharey="row")
+    figure, axes = new_figure(len(modes), len(impls), width=max(4.4, 1.4 * len(presets)), sharey="row")
     for row, mode in enumerate(modes):
         for col, impl in enumerate(impls):
             ax = axes[row][col]
@@ -395,7 +393,8 @@ def _end_to_end_figure(context: int, results: Sequence[Info], out: Path) -> Plot
         + (f" ({', '.join(map(str, warmups))})." if warmups else ".")
     )
     title = "end to end: median step per preset and precision"
-    return _finish(figure, axes, out, f"end_to_end_ctx{context}.png", title, f"context {context}", caption)
+    file = f"end_to_end_ctx{context}.png"
+    return finish_figure(figure, axes, out, file, title, f"context {context}", caption)
 
 
 def end_to_end_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
@@ -415,7 +414,7 @@ def step_precision_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
     presets = _presets(results)
     panels = _precision_bars(results, lambda x: x["context"])
     log = _log_scale(panels.values())
-    figure, axes = _figure(1, len(contexts), width=max(4.4, 1.4 * len(presets)))
+    figure, axes = new_figure(1, len(contexts), width=max(4.4, 1.4 * len(presets)))
     for col, context in enumerate(contexts):
         ax = axes[0][col]
         _grouped_bars(ax, presets, panels[context], PRECISION_COLORS, log)
@@ -423,7 +422,7 @@ def step_precision_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
         ax.set_ylabel("median ms", fontsize=8)
     title = "mixed precision: training step per preset and precision"
     caption = "Bars: precision (autocast with fp32 weights); groups: preset."
-    return [_finish(figure, axes, out, "step_precision.png", title, "", caption)]
+    return [finish_figure(figure, axes, out, "step_precision.png", title, "", caption)]
 
 
 # --------------------------------------------------------------------------- all-reduce
@@ -447,7 +446,7 @@ def allreduce_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
     lines: dict[tuple[str, int], list[Info]] = {}
     for x in results:
         lines.setdefault((x["backend"], x["world_size"]), []).append(x)
-    figure, axes = _figure(1, 2, width=5.2, height=3.8)
+    figure, axes = new_figure(1, 2, width=5.2, height=3.8)
     bandwidth, time = axes[0]
     for (backend, world_size), line in lines.items():
         sizes = [x["size_bytes"] for x in line]
@@ -468,7 +467,7 @@ def allreduce_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
         "A line per backend and world size. Bus bandwidth is comparable across world sizes (as nccl-tests "
         "reports it); small messages are bound by latency, large ones by the links."
     )
-    return [_finish(figure, axes, out, "allreduce_busbw.png", title, "", caption)]
+    return [finish_figure(figure, axes, out, "allreduce_busbw.png", title, "", caption)]
 
 
 # --------------------------------------------------------------------------- data parallel
@@ -487,7 +486,7 @@ def data_parallel_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
     columns = min(2, len(setups))
     rows = math.ceil(len(setups) / columns)
     widest = max(map(len, setups.values()))
-    figure, axes = _figure(rows, columns, width=max(5.0, 0.9 * widest), height=3.8)
+    figure, axes = new_figure(rows, columns, width=max(5.0, 0.9 * widest), height=3.8)
     for ax in list(axes.flat)[len(setups) :]:
         ax.set_visible(False)
     for ax, variants in zip(axes.flat, setups.values(), strict=False):
@@ -498,7 +497,7 @@ def data_parallel_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
         "Each bar is a variant's median step; its upper part is what it takes beyond one GPU alone "
         "('single'), labelled with that share of the step. bucketed: DDPBucketed with the bucket size shown."
     )
-    return [_finish(figure, axes, out, "data_parallel.png", title, "", caption)]
+    return [finish_figure(figure, axes, out, "data_parallel.png", title, "", caption)]
 
 
 def _data_parallel_bars(ax: Any, variants: Sequence[Info]) -> None:
@@ -516,48 +515,6 @@ def _data_parallel_bars(ax: Any, variants: Sequence[Info]) -> None:
     ax.set_xticks(positions, labels, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("median step ms", fontsize=8)
     ax.margins(y=0.12)
-
-
-# --------------------------------------------------------------------------- baseline
-def _ratio_bars(ax: Any, shown: Sequence[tuple[str, float, str]]) -> None:
-    positions = range(len(shown))
-    ratios = [ratio for _, ratio, _ in shown]
-    bars = ax.barh(
-        positions,
-        [ratio - 1 for ratio in ratios],
-        left=1,
-        color=[VERDICT_COLORS.get(verdict, "0.6") for *_, verdict in shown],
-    )
-    ax.bar_label(bars, [f"{ratio:.2f}" for ratio in ratios], fontsize=6, padding=2)
-    ax.set_yticks(positions, [name for name, *_ in shown], fontsize=6)
-    ax.invert_yaxis()  # the slowest at the top, as in the table
-    ax.axvline(1, color="black", linewidth=0.8)
-    ax.set_xscale("log")  # 0.5 and 2 the same distance from 1
-    low, high = min(0.9, *ratios) / 1.1, max(1.1, *ratios) * 1.1
-    ax.set_xlim(low, high)
-    ticks = [t for t in RATIO_TICKS if low <= t <= high]
-    ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=7)
-    ax.minorticks_off()
-    ax.set_xlabel("current / baseline median (above 1: slower)", fontsize=8)
-    ax.grid(True, axis="x", alpha=0.3)
-
-
-def ratio_plot(ratios: Sequence[tuple[str, float, str]], out: Path) -> Plot | None:
-    """Current / baseline median per benchmark (name, ratio, verdict), a horizontal bar from 1 each."""
-    if not ratios:
-        return None
-    shown = sorted(ratios, key=lambda r: -r[1])
-    left_out = len(shown) - MAX_RATIO_ROWS
-    if left_out > 0:
-        half = MAX_RATIO_ROWS // 2
-        shown = shown[:half] + shown[-half:]
-    figure, axes = _figure(1, 1, width=9.0, height=1.0 + 0.2 * len(shown))
-    _ratio_bars(axes[0][0], shown)
-    caption = "Red: slower, green: faster (beyond the threshold and the noise), grey: unchanged."
-    if left_out > 0:
-        caption += f" The {MAX_RATIO_ROWS // 2} largest and smallest ratios; {left_out} in between left out."
-    title = "current against baseline: ratio of medians"
-    return _finish(figure, axes, out, "baseline_ratios.png", title, "", caption)
 
 
 # --------------------------------------------------------------------------- all of them

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from perf import gate
-from perf.gate import IQR_PER_SIGMA, Timing, classify, median_standard_error
+from perf.regression_rule import IQR_PER_SIGMA, Timing, classify, is_host_bound, median_standard_error
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = "NVIDIA H100 80GB HBM3"
@@ -168,7 +168,9 @@ def test_ten_percent_slowdown_with_two_percent_noise_fails_naming_only_it(tmp_pa
     assert [name for name in NAMES if name in out] == [slow]
     assert out.splitlines()[-1].startswith("FAIL: 1 regression (")
     row = next(line for line in out.splitlines() if slow in line)
-    base_ms, current_ms, ratio, noise_ms = map(float, row.split()[:4])
+    figure, *numbers = row.split()[:5]
+    base_ms, current_ms, ratio, noise_ms = map(float, numbers)
+    assert figure == "wall"  # the figure that regressed: these results have no GPU time
     assert ratio == pytest.approx(1.10, abs=1e-3)
     assert current_ms - base_ms > noise_ms > 0
 
@@ -226,7 +228,7 @@ def test_host_bound_slowdown_within_its_threshold_is_listed_and_a_gpu_bound_one_
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current)
     assert code == 1
     assert section(out, "regressions") == [gpu_bound]
-    assert section(out, "host-bound, slower by more than 5% but not 25%") == [launch_bound]
+    assert section(out, "host-bound, wall time slower by more than 5% but not 25%") == [launch_bound]
     assert "1 host-bound slower" in out.splitlines()[-1]
 
 
@@ -237,7 +239,7 @@ def test_host_bound_threshold_option_sets_their_threshold(tmp_path, capsys):
     )
     assert code == 1
     assert section(out, "regressions") == [launch_bound, gpu_bound]
-    assert "host-bound, slower" not in out
+    assert "host-bound, wall time slower" not in out
 
 
 def test_host_bound_slowdown_beyond_its_threshold_fails(tmp_path, capsys):
@@ -286,14 +288,14 @@ def test_host_bound_threshold_applies_to_re_measurements(tmp_path, capsys):
     ],
 )
 def test_is_host_bound(info, expected):
-    assert gate.is_host_bound(info) is expected
+    assert is_host_bound(info) is expected
 
 
 # --------------------------------------------------------------------------- re-measurement
 class FakeRunner:
     """Stands in for `pytest ... --benchmark-json=PATH`: writes the next prepared result file."""
 
-    def __init__(self, *runs: dict[str, dict], exit_code: int = 0):
+    def __init__(self, *runs: dict[str, dict] | tuple[dict, dict], exit_code: int = 0):
         self.runs = list(runs)
         self.exit_code = exit_code
         self.calls: list[list[str]] = []
@@ -301,7 +303,10 @@ class FakeRunner:
     def __call__(self, args, json_path: Path) -> int:
         self.calls.append(list(args))
         if self.runs:
-            write_results(json_path, self.runs.pop(0))
+            run = self.runs.pop(0)
+            # A run is its benchmarks' stats, or (stats, extra_info per node id).
+            benchmarks, extra = run if isinstance(run, tuple) else (run, None)
+            write_results(json_path, benchmarks, extra=extra)
         return self.exit_code
 
 

@@ -311,7 +311,7 @@ def test_names_are_escaped_in_html_and_markdown(tmp_path, capsys):
     md = (out / "report.md").read_text()
     # A pipe inside a table cell is escaped, so the row keeps its columns.
     row = next(line for line in md.splitlines() if "alert" in line)
-    assert r"\|a&b" in row and row.count(" | ") == 7
+    assert r"\|a&b" in row and row.count(" | ") == 9
 
 
 def test_renderers_escape_text_and_code():
@@ -342,10 +342,11 @@ def test_baseline_table_shows_medians_ratio_and_verdict(tmp_path, capsys):
     ]
     # The slowest first.
     assert rows == [
-        "| `test_matmul.py::test_matmul[n256-fp32]` | 10 | 12 | 1.200 | slower |",
-        "| `test_matmul.py::test_matmul[n128-fp32]` | 10 | 11.5 | 1.150 | host-bound slower |",
-        "| `test_matmul.py::test_matmul[n1024-fp32]` | 10 | 10.1 | 1.010 | unchanged |",
-        "| `test_matmul.py::test_matmul[n512-fp32]` | 10 | 8 | 0.800 | faster |",
+        "| `test_matmul.py::test_matmul[n256-fp32]` | 10 | 12 | 1.200 | - | - | - | slower (wall) |",
+        "| `test_matmul.py::test_matmul[n128-fp32]` | 10 | 11.5 | 1.150 | - | - | - "
+        "| host-bound slower (wall) |",
+        "| `test_matmul.py::test_matmul[n1024-fp32]` | 10 | 10.1 | 1.010 | - | - | - | unchanged |",
+        "| `test_matmul.py::test_matmul[n512-fp32]` | 10 | 8 | 0.800 | - | - | - | faster (wall) |",
     ]
     assert (
         "4 benchmarks in both runs: 1 slower, 1 faster, 1 unchanged, 1 host-bound slower; 1 new, 0 missing"
@@ -358,6 +359,30 @@ def test_baseline_table_shows_medians_ratio_and_verdict(tmp_path, capsys):
     assert '<tr class="slower"><td><code>test_matmul.py::test_matmul[n256-fp32]</code></td>' in page
     assert '<tr class="faster"><td><code>test_matmul.py::test_matmul[n512-fp32]</code></td>' in page
     assert "<th>baseline</th>" in page
+
+
+def test_gpu_time_is_compared_beside_wall_time(tmp_path, capsys):
+    """A host-bound step 10% faster on the wall clock whose GPU does 10% more: slower on GPU time."""
+    name, steady = "perf/test_end_to_end.py::test_train_step[sdpa-small-bf16]", "perf/test_matmul.py::x"
+    gpu = {"gpu_calls": 5, "gpu_ms_iqr": 0.01, "gpu_ms_stddev": 0.01}
+    base = [bench(name, 30.0, host_ms=29.0, gpu_ms=10.0, **gpu), bench(steady, 5.0)]
+    now = [bench(name, 27.0, host_ms=26.0, gpu_ms=11.0, gpu_busy_share=0.41, **gpu), bench(steady, 5.0)]
+    baseline = write_results(tmp_path / "base.json", base)
+    current = write_results(tmp_path / "now.json", now)
+    out = tmp_path / "report"
+    assert run_report(capsys, current, "--baseline", baseline, "--out", out)[0] == 0
+    md = (out / "report.md").read_text()
+    assert (
+        "| `test_end_to_end.py::test_train_step[sdpa-small-bf16]` | 30 | 27 | 0.900 | 10 | 11 | 1.100 " in md
+    )
+    assert "| slower (gpu) |" in md
+    assert "| `test_matmul.py::x` | 5 | 5 | 1.000 | - | - | - | unchanged |" in md
+    assert "1 judged on wall time alone" in md
+    # The table of all benchmarks: median, spread, GPU ms and busy share.
+    everything = md[md.index("## All benchmarks") :]
+    assert "| `test_end_to_end.py::test_train_step[sdpa-small-bf16]` | 27 | 1.0% | 11 | 41% |" in everything
+    assert '<tr class="slower"><td><code>test_end_to_end.py' in (out / "report.html").read_text()
+    assert "baseline_ratios.png" in pngs(out)
 
 
 def test_threshold_decides_what_is_marked(tmp_path, capsys):
