@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from perf import harness
+from perf import gpu_time, harness
 from perf.attention_shapes import SWEEPS
 from perf.results import recorded_on
 from perf.summary_tables import SUMMARY_TABLES
@@ -517,18 +517,19 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     tr = terminalreporter
     if not getattr(config, "perf_collected", False):
         return
-    notes = _cpu_notes(config) + config.perf_notes
+    notes = _cpu_notes(config) + config.perf_notes + gpu_time.run_notes([b.extra_info for b in results])
     if results:
         tr.section("derived figures (median)", sep="-")
         tr.write_line(
-            f"{'benchmark':<64} {'ms':>10} {'tokens/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'peak GiB':>9}"
-            f" {'host ms':>8}"
+            f"{'benchmark':<64} {'ms':>10} {'GPU ms':>10} {'busy':>5} {'tokens/s':>11} {'TFLOP/s':>8} "
+            f"{'MFU':>6} {'peak GiB':>9} {'host ms':>8}"
         )
         for b in results:
             x = b.extra_info
             peak = x.get("peak_memory_bytes")
             tr.write_line(
-                f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {_fmt(x.get('tokens_per_s'), '.0f'):>11} "
+                f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {_fmt(x.get('gpu_ms'), '.3f'):>10} "
+                f"{_fmt(x.get('gpu_busy_share'), '.0%'):>5} {_fmt(x.get('tokens_per_s'), '.0f'):>11} "
                 f"{_fmt(x.get('tflops'), '.1f'):>8} {_fmt(x.get('mfu'), '.1%'):>6} "
                 f"{_fmt(peak / 2**30 if peak else None, '.2f'):>9} {_fmt(x.get('host_ms'), '.1f'):>8}"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from perf.gpu_time import GpuTime, calls_for, measure_gpu_time
 from perf.harness import nvtx_range, out_of_memory_in
 from perf.transfer_workloads import byte_size_label
 
@@ -44,11 +46,13 @@ PER_SIZE_S = 5.0
 
 @dataclass(frozen=True)
 class AllReduceTimes:
-    """One message size's result: seconds per timed iteration, each the slowest rank's, or why not."""
+    """One message size's result: seconds per timed iteration, each the slowest rank's, or why not;
+    and rank 0's GPU busy time per all-reduce, or why there is none."""
 
     size_bytes: int
     durations_s: tuple[float, ...] = ()
     skipped: str | None = None
+    gpu: GpuTime | str = "not measured"
 
 
 def element_count(size_bytes: int) -> int:
@@ -160,7 +164,8 @@ def measure_allreduce(
         iterations = timed_iterations(slowest_warmup.item(), budget_s, min_iterations, max_iterations)
         with nvtx_range(f"allreduce {byte_size_label(size)}"):
             durations = [_timed_allreduce(buffer, device) for _ in range(iterations)]
-        results[size] = AllReduceTimes(size, _slowest_per_iteration(durations, world_size, device))
+        slowest = _slowest_per_iteration(durations, world_size, device)
+        results[size] = AllReduceTimes(size, slowest, gpu=_gpu_time(buffer, device, rank, slowest))
         buffer.fill_(rank + 1)
         dist.all_reduce(buffer)
         check_allreduced(buffer, world_size)
@@ -209,6 +214,20 @@ def _first_reason(reason: str | None, world_size: int) -> str | None:
     reasons: list[str | None] = [None] * world_size
     dist.all_gather_object(reasons, reason)
     return next((f"rank {r}: {text}" for r, text in enumerate(reasons) if text is not None), None)
+
+
+def _gpu_time(
+    buffer: torch.Tensor, device: torch.device, rank: int, durations: Sequence[float]
+) -> GpuTime | str:
+    """Rank 0's GPU busy time per all-reduce, after the timed ones: NCCL's kernel, from the moment
+    every rank is ready (a barrier before each, outside what is measured). Every rank makes the
+    calls, as every all-reduce needs all of them; the count follows the gathered medians."""
+    if device.type != "cuda":
+        return "gloo all-reduces CPU tensors: there is no GPU work to measure"
+    calls = calls_for(statistics.median(durations))
+    return measure_gpu_time(
+        lambda: dist.all_reduce(buffer), calls, device, before_call=dist.barrier, profiled=rank == 0
+    )
 
 
 def _synchronize(device: torch.device) -> None:

@@ -12,7 +12,10 @@ from perf.report_format import fmt
 BASELINE_PROVIDER = "sdpa_flash"
 # What the attention benchmarks put in extra_info besides the harness's figures.
 ATTENTION_KEYS = ("provider", "mode", "batch", "heads", "seq", "head_dim", "causal", "dtype")
-TITLE = f"attention: median, TFLOP/s, speed relative to {BASELINE_PROVIDER} (above 1: faster)"
+TITLE = (
+    f"attention: median, GPU busy time and share, TFLOP/s, speed relative to {BASELINE_PROVIDER} (above 1: "
+    "faster)"
+)
 
 
 def is_attention_result(info: Mapping[str, Any]) -> bool:
@@ -32,7 +35,8 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     if not groups:
         return []
     lines = [
-        f"{'provider':<24} {'ms':>10} {'TFLOP/s':>8} {'vs ' + BASELINE_PROVIDER:>14} {'first call s':>12}"
+        f"{'provider':<24} {'ms':>10} {'GPU ms':>10} {'busy':>5} {'TFLOP/s':>8} "
+        f"{'vs ' + BASELINE_PROVIDER:>14} {'first call s':>12}"
     ]
     order = {name: i for i, name in enumerate(PROVIDERS)}
     for (mode, shape, dtype), by_provider in groups.items():
@@ -42,7 +46,8 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
             info = by_provider[provider]
             relative = baseline["median_ms"] / info["median_ms"] if baseline else None
             lines.append(
-                f"  {provider:<22} {info['median_ms']:>10.3f} {fmt(info.get('tflops'), '.3g'):>8} "
+                f"  {provider:<22} {info['median_ms']:>10.3f} {fmt(info.get('gpu_ms'), '.3f'):>10} "
+                f"{fmt(info.get('gpu_busy_share'), '.0%'):>5} {fmt(info.get('tflops'), '.3g'):>8} "
                 f"{fmt(relative, '.2f', 'x'):>14} {fmt(info.get('compile_s'), '.2f'):>12}"
             )
     return lines

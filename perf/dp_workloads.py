@@ -28,6 +28,7 @@ from model.optim import build_optimizer
 from parallel.ddp import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, check_bucket_size_mb
 from parallel.sharded_optimizer import ShardedOptimizer
 from perf.allreduce_workloads import timed_iterations
+from perf.gpu_time import GpuTime, calls_for, measure_gpu_time
 from perf.harness import elapsed_ms, mark, nvtx_range
 from perf.workloads import build_model, lm_config, random_batch
 
@@ -100,6 +101,7 @@ class StepTimes:
 
     step_s: tuple[float, ...]
     sync_s: tuple[float, ...]
+    gpu: GpuTime | str = "not measured"  # rank 0's GPU busy time per step, or why there is none
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class OptimizerMemory:
     optimizer_state_bytes: int
     state_bytes_per_rank: tuple[int, ...]
     step_s: tuple[float, ...]
+    gpu: GpuTime | str = "not measured"  # rank 0's GPU busy time per step, or why there is none
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -230,10 +233,9 @@ def measure_data_parallel(
         steps = timed_iterations(slowest.item(), budget_s, min_steps, max_steps)
         with nvtx_range(f"dp_{case.label}"):
             timed = [_timed_step(step, device) for _ in range(steps)]
-        results[case] = StepTimes(
-            _slowest_per_step([t for t, _ in timed], world_size, device),
-            _slowest_per_step([s for _, s in timed], world_size, device),
-        )
+        step_s = _slowest_per_step([t for t, _ in timed], world_size, device)
+        sync_s = _slowest_per_step([s for _, s in timed], world_size, device)
+        results[case] = StepTimes(step_s, sync_s, _gpu_time(step, device, step_s))
         # The step's closure held the model, its gradients, the wrapper and the optimizer: xl in fp32
         # with AdamW is about 32 GB per rank, which must be back before the next case builds its own.
         del step
@@ -269,10 +271,11 @@ def measure_optimizer_memory(
         state = optimizer_state_bytes(optimizer)
         step = _step_function(wrapped, wrapped.finish_gradient_synchronization, optimizer, inputs, targets)
         step_s = _slowest_per_step([_timed_step(step, device)[0] for _ in range(steps)], world_size, device)
+        gpu = _gpu_time(step, device, step_s)
         per_rank = _gathered((after_build, before_step, after_step, peak, state), world_size)
         largest = [_largest(figure) for figure in zip(*per_rank, strict=True)]  # each over the ranks
         results[kind] = OptimizerMemory(
-            *largest, state_bytes_per_rank=tuple(figures[-1] for figures in per_rank), step_s=step_s
+            *largest, state_bytes_per_rank=tuple(figures[-1] for figures in per_rank), step_s=step_s, gpu=gpu
         )
         del wrapped, optimizer, step, inputs, targets
     _free(device)
@@ -371,6 +374,16 @@ def _timed_step(step: Callable[[], tuple[Any, Any] | None], device: torch.device
         return seconds, 0.0
     begin, end = marks  # CUDA events can be read only once they have completed: after the synchronize
     return seconds, elapsed_ms(begin, end, device.type == "cuda") / 1e3
+
+
+def _gpu_time(step: Callable[[], Any], device: torch.device, step_s: Sequence[float]) -> GpuTime | str:
+    """Rank 0's GPU busy time per step after the timed ones (compute and NCCL's kernels, a barrier
+    before each step outside what is measured); every rank takes the steps, the count following the
+    gathered medians, so that each all-reduce has all its ranks."""
+    if device.type != "cuda":
+        return "the ranks run on the CPU (gloo): there is no GPU work to measure"
+    calls = calls_for(statistics.median(step_s))
+    return measure_gpu_time(step, calls, device, before_call=dist.barrier, profiled=dist.get_rank() == 0)
 
 
 def _synchronize(device: torch.device) -> None:

@@ -10,7 +10,6 @@ import contextlib
 import functools
 import math
 import os
-import pickle
 import platform
 import re
 import shutil
@@ -25,35 +24,11 @@ from typing import Any
 import torch
 
 from model.precision import tf32_enabled
+from perf.gpu_time import GpuTime, calls_for, failure, gpu_figures, measure_gpu_time, unavailable_reason
+from perf.memory_snapshot import write_memory_snapshot
+from perf.ranges import NVTX_AVAILABLE as NVTX_AVAILABLE  # conftest reads it from here
+from perf.ranges import TIMED_RANGE, nvtx_range
 from perf.results import folder_name
-
-NVTX_DOMAIN = "perf"
-TIMED_RANGE = "timed"  # wraps every timed region: `nsys profile -c nvtx -p timed@perf` skips warm-up
-
-try:
-    import nvtx as _nvtx
-except ImportError:  # the package has no wheel for some platforms; ranges then reach only torch's profiler
-    _nvtx = None
-NVTX_AVAILABLE = _nvtx is not None
-
-
-# --------------------------------------------------------------------------- ranges
-@contextlib.contextmanager
-def nvtx_range(name: str) -> Iterator[None]:
-    """One named phase: an NVTX range in the suite's domain and a profiler range of the same name.
-
-    The NVTX range is what nsys shows; the `record_function` range lets CPU tests check the
-    names through `torch.profiler` without a GPU or nsys.
-    """
-    with torch.profiler.record_function(name):
-        if _nvtx is None:
-            yield
-            return
-        _nvtx.push_range(message=name, domain=NVTX_DOMAIN)
-        try:
-            yield
-        finally:
-            _nvtx.pop_range(domain=NVTX_DOMAIN)
 
 
 # --------------------------------------------------------------------------- devices
@@ -273,34 +248,6 @@ def derived_figures(seconds: float, work: Work, gpu: str | None, tf32: bool = Fa
     return figures
 
 
-# --------------------------------------------------------------------------- memory snapshots
-# Allocation events kept while one call is recorded; a 2.7b training step makes about 20,000.
-SNAPSHOT_MAX_ENTRIES = 200_000
-
-
-def write_memory_snapshot(fn: Callable[[], Any], folder: Path, name: str) -> Path:
-    """Record the CUDA allocator's history over one call of `fn`; write `<name>.pickle` and `<name>.html`.
-
-    The pickle opens in https://pytorch.org/memory_viz; the HTML is the same timeline from torch's
-    own visualizer, readable offline. Tensors allocated before the call appear without stacks.
-    Returns the path of the pickle.
-    """
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "benchmark"
-    synchronize()
-    torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES)
-    try:
-        with nvtx_range("memory_snapshot"):
-            fn()
-        synchronize()
-        snapshot = torch.cuda.memory._snapshot()
-    finally:
-        torch.cuda.memory._record_memory_history(enabled=None)
-    pickle_path = folder / f"{stem}.pickle"
-    pickle_path.write_bytes(pickle.dumps(snapshot))
-    (folder / f"{stem}.html").write_text(torch.cuda._memory_viz.trace_plot(snapshot))
-    return pickle_path
-
-
 def _nothing() -> None:
     pass
 
@@ -371,6 +318,18 @@ class Bench:
         host = time.perf_counter() - start
         synchronize()
         return host
+
+    def gpu_time(self, fn: Callable[[], Any], seconds_per_call: float) -> dict[str, Any]:
+        """extra_info's GPU busy time of `fn` (perf/gpu_time.py), measured after the timed rounds, or
+        `gpu_ms_absent` with the reason it could not be measured; a failure here never fails the run."""
+        measured = unavailable_reason(self.device)
+        if measured is None:
+            with nvtx_range("gpu_time"):
+                try:
+                    measured = measure_gpu_time(fn, calls_for(seconds_per_call), self.device)
+                except Exception as err:  # the timed rounds stand; only this figure is lost
+                    measured = failure("a call failed while GPU time was measured", err)
+        return gpu_figures(measured, seconds_per_call * 1e3)
 
     def time_phases(
         self, phases: Sequence[tuple[str, Callable[[Any], Any]]], repeats: int
@@ -444,14 +403,21 @@ class Bench:
         return info
 
     def record_rounds(
-        self, durations_s: Sequence[float], *, work: Work, iterations: int = 1, **extra: Any
+        self,
+        durations_s: Sequence[float],
+        *,
+        work: Work,
+        gpu: GpuTime | str,
+        iterations: int = 1,
+        **extra: Any,
     ) -> dict[str, Any]:
         """Hand pytest-benchmark rounds timed elsewhere, e.g. by ranks in other processes.
 
         Each duration is one round of `iterations` calls. pytest-benchmark only times what it calls,
         so it calls a no-op while its timer replays the durations: its statistics, storage,
         comparisons and tables then treat these rounds like any other. extra_info gets the derived
-        figures and `extra`; figures of this process (peak memory, host time) are left out.
+        figures, the GPU time measured where the rounds ran (`gpu`, or why there is none) and `extra`;
+        figures of this process (peak memory, host time) are left out.
         """
         if not durations_s or any(d < 0 for d in durations_s):
             raise ValueError(f"durations_s must be non-negative and not empty; got {list(durations_s)!r}")
@@ -469,6 +435,7 @@ class Bench:
         if stats is not None:
             info.update(derived_figures(stats.stats.median, work, gpu_name(self.device)))
             info.update(flops_per_call=work.flops, tokens_per_call=work.tokens, precision=work.precision)
+            info.update(gpu_figures(gpu, stats.stats.median * 1e3))
         return info
 
     def _timed(
@@ -494,6 +461,8 @@ class Bench:
         stats = getattr(self.benchmark, "stats", None)
         if stats is not None and self.device.type == "cuda":
             info["host_ms"] = self.host_time(fn) * 1e3
+        if stats is not None:
+            info.update(self.gpu_time(fn, stats.stats.median))
         if self.snapshot_dir is not None and self.device.type == "cuda":
             info["memory_snapshot"] = str(write_memory_snapshot(fn, self.snapshot_dir, self.benchmark.name))
         if stats is not None:  # None when benchmarks are disabled: the call ran once, untimed

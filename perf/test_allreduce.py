@@ -63,6 +63,7 @@ def test_allreduce(bench, tier: Tier, allreduce_backend: str, world_size: int, a
         times.durations_s,
         # gb_per_s from this is the algorithm bandwidth: message bytes per all-reduce time.
         work=Work(bytes_moved=size),
+        gpu=times.gpu,
         suite=SUITE,
         backend=backend,
         world_size=world_size,

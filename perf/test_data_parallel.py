@@ -85,6 +85,7 @@ def _record_step(bench, tier: Tier, preset: str, case: DPCase) -> None:
         measured.step_s,
         # tokens/s is the global rate: every rank's batch counts.
         work=Work(tokens=WORLD_SIZE * config.batch_size * config.context_length),
+        gpu=measured.gpu,
         suite=SUITE,
         variant=case.variant,
         bucket_size_mb=TORCH_DDP_BUCKET_MB if case.variant == "torch_ddp" else case.bucket_size_mb,
@@ -140,6 +141,7 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, optimizer_k
     bench.record_rounds(
         measured.step_s,
         work=Work(tokens=WORLD_SIZE * config.batch_size * config.context_length),
+        gpu=measured.gpu,
         suite=SHARDED_SUITE,
         optimizer_kind=optimizer_kind,
         preset=dp_preset,

@@ -212,7 +212,7 @@ def test_ratio_table_sets_providers_against_sdpa_flash():
     records = [
         _record("naive", 8.0),
         _record("sdpa_flash", 2.0),
-        _record("flash_triton", 1.6),
+        _record("flash_triton", 1.6) | {"gpu_ms": 1.5, "gpu_busy_share": 1.5 / 1.6},
         _record("flash_triton", 4.0, mode="backward"),  # no sdpa_flash in its group: no ratio
         {"median_ms": 5.0, "tokens_per_s": 1.0},  # an end-to-end result: not in the table
     ]
@@ -221,14 +221,16 @@ def test_ratio_table_sets_providers_against_sdpa_flash():
     rows = {line.split()[0]: line.split() for line in lines[2:5]}
     assert list(rows) == ["naive", "flash_triton", "sdpa_flash"]  # the registry's order
     assert (
-        rows["flash_triton"][3] == "1.25x"
-        and rows["naive"][3] == "0.25x"
-        and rows["sdpa_flash"][3] == "1.00x"
+        rows["flash_triton"][5] == "1.25x"
+        and rows["naive"][5] == "0.25x"
+        and rows["sdpa_flash"][5] == "1.00x"
     )
     tflops = _record("sdpa_flash", 2.0)["tflops"]  # 34.4: printed to three significant digits
-    assert float(rows["sdpa_flash"][2]) == pytest.approx(tflops, rel=2e-3)
+    assert float(rows["sdpa_flash"][4]) == pytest.approx(tflops, rel=2e-3)
+    assert rows["flash_triton"][2:4] == ["1.500", "94%"]  # GPU ms and busy share beside the median
+    assert rows["naive"][2:4] == ["-", "-"]  # none recorded
     assert lines[5] == "backward b16-h16-s1024-d128-causal bfloat16"
-    assert lines[6].split()[3] == "-"
+    assert lines[6].split()[5] == "-"
     assert len(lines) == 7
 
 
@@ -347,6 +349,6 @@ def test_gpu_providers_skip_with_reasons_and_the_table_is_printed(attention_run)
     proc, _ = attention_run
     assert "flash_triton: the Triton kernel needs a CUDA GPU; this run is on cpu" in proc.stdout
     assert "sdpa_cudnn: cuDNN attention needs a CUDA GPU; this run is on cpu" in proc.stdout
-    assert "attention: median, TFLOP/s, speed relative to sdpa_flash" in proc.stdout
+    assert "attention: median, GPU busy time and share, TFLOP/s, speed relative to sdpa_flash" in proc.stdout
     assert "forward b1-h16-s128-d32-causal float32" in proc.stdout
     assert ATTENTION_MODES[1] + " b1-h16-s128-d32-causal float32" in proc.stdout

@@ -166,6 +166,8 @@ def test_synthetic_benchmark_extra_info(synthetic_run):
     assert info["tflops"] == pytest.approx(2 * 64**3 / bench["stats"]["median"] / 1e12)
     assert info["tokens_per_s"] == pytest.approx(64 / bench["stats"]["median"])
     assert info["mfu"] is None and info["peak_memory_bytes"] is None  # CPU: no peak to compare with
+    # No GPU busy time on the CPU: absent, with the reason, and no profiler was started for it.
+    assert "gpu_ms" not in info and info["gpu_ms_absent"].startswith("runs on cpu")
     assert bench["options"]["timer"] == "synchronized_timer"
 
 
@@ -177,6 +179,14 @@ def test_rounds_timed_elsewhere_are_recorded_as_they_were(synthetic_run):
     assert sorted(stats["data"]) == pytest.approx([0.005, 0.010, 0.015])  # per call: round / iterations
     assert info["median_ms"] == pytest.approx(10.0) and info["gb_per_s"] == pytest.approx(0.1)
     assert info["ranks"] == 2 and "host_ms" not in info
+    assert info["gpu_ms"] == 5.0 and info["gpu_calls"] == 3 and info["gpu_busy_share"] == pytest.approx(0.5)
+    assert info["gpu_ms_min"] == 4.0 and info["gpu_ms_max"] == 6.0 and info["gpu_activities"] == 12.0
+    (cpu,) = [
+        b["extra_info"]
+        for b in json.loads(out.read_text())["benchmarks"]
+        if b["name"] == "test_recorded_rounds_without_gpu_time"
+    ]
+    assert "gpu_ms" not in cpu and cpu["gpu_ms_absent"] == "the ranks ran on the CPU (gloo)"
 
 
 def test_interleaved_run_reports_the_ratio(synthetic_run):

@@ -5,6 +5,7 @@ import weakref
 
 import torch
 
+from perf.gpu_time import GpuTime
 from perf.harness import Work, nvtx_range, oom_note
 
 
@@ -58,4 +59,10 @@ def test_interleaved_ratio(bench):
 
 def test_recorded_rounds(bench):
     # Rounds timed in other processes (ranks), handed over as seconds per round of 2 iterations.
-    bench.record_rounds([0.010, 0.030, 0.020], work=Work(bytes_moved=1e6), iterations=2, ranks=2)
+    # Their GPU busy time, as a rank measured it: 4 to 6 ms of each 10 ms call.
+    gpu = GpuTime(per_call_ms=(4.0, 6.0, 5.0), activities_per_call=12.0, profile_s=0.05)
+    bench.record_rounds([0.010, 0.030, 0.020], work=Work(bytes_moved=1e6), gpu=gpu, iterations=2, ranks=2)
+
+
+def test_recorded_rounds_without_gpu_time(bench):
+    bench.record_rounds([0.010, 0.012, 0.011], work=Work(), gpu="the ranks ran on the CPU (gloo)")

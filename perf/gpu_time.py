@@ -1,0 +1,273 @@
+"""GPU busy time per call: how long the device worked for one call, whatever the host did meanwhile.
+
+A step bound by the host (Python, kernel launches) takes as long as the host takes, and the host's
+speed moves by 15-25% within one run on a shared machine; the time its GPU spends in kernels,
+copies and memsets does not. This module measures that time from CUPTI, through torch.profiler with
+device activity only (no Python stacks, no shapes): the union of the intervals in which the device
+ran something for the call, so that two streams busy at once count once and idle gaps not at all.
+
+Calls are measured one by one, after the timed rounds and never inside them. Before and after each
+call the device is drained and a marker kernel (`torch.cuda._sleep(0)`, ~1 us, a kernel no model
+launches) is run between synchronizations: every activity of call i starts after marker i ends and
+ends before marker i + 1 starts, so calls are told apart on the device's own clock, on any stream.
+
+Where it cannot be measured (the CPU, a torch without CUPTI, a profiling tool such as nsys that
+holds CUPTI, a profile that lost activity) `measure_gpu_time` returns the reason instead, and the
+run goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Enough calls for a stable median: at least 3, or about 100 ms of work (a 1 ms attention call:
+# 100 calls). Beyond 1000 calls the profiler's event list costs more than the calls do.
+MIN_CALLS = 3
+TARGET_S = 0.1
+MAX_CALLS = 1000
+# The name of torch.cuda._sleep's kernel ("at::cuda::(anonymous namespace)::spin_kernel(long)").
+MARKER_KERNEL = "spin_kernel"
+# Set in a process that Nsight Systems profiles, or into which another CUDA tool (ncu, a sanitizer)
+# is injected: CUPTI then belongs to that tool. On an H100, torch.profiler's first start under nsys
+# spent 4.5 s failing to subscribe (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), then recorded
+# nothing; asking the environment costs nothing.
+TOOL_VARIABLES = ("NSYS_PROFILING_SESSION_ID", "CUDA_INJECTION64_PATH")
+
+# Why device activity cannot be recorded in this process, once found: every later call would fail
+# the same way, and each failed start can cost seconds.
+_process_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuTime:
+    """Busy milliseconds of each measured call, and what the measurement cost."""
+
+    per_call_ms: tuple[float, ...]
+    activities_per_call: float  # median count of kernels, copies and memsets per call
+    profile_s: float  # host seconds the measurement took, profiler start and stop included
+
+    def figures(self, median_ms: float | None) -> dict[str, Any]:
+        """extra_info entries: gpu_ms (median), its spread, and gpu_busy_share against `median_ms`."""
+        from pytest_benchmark.stats import Stats  # the quartiles the wall-time statistics use
+
+        stats = Stats()
+        for value in self.per_call_ms:
+            stats.update(value)
+        gpu_ms = stats.median
+        return {
+            "gpu_ms": gpu_ms,
+            "gpu_ms_iqr": stats.iqr,
+            "gpu_ms_stddev": stats.stddev,
+            "gpu_ms_min": stats.min,
+            "gpu_ms_max": stats.max,
+            "gpu_calls": len(self.per_call_ms),
+            "gpu_activities": self.activities_per_call,
+            "gpu_busy_share": gpu_ms / median_ms if median_ms else None,
+            "gpu_profile_s": self.profile_s,
+        }
+
+
+def gpu_figures(measured: GpuTime | str | None, median_ms: float | None) -> dict[str, Any]:
+    """extra_info entries for a measurement or the reason there is none (`gpu_ms_absent`)."""
+    if isinstance(measured, GpuTime):
+        return measured.figures(median_ms)
+    return {"gpu_ms_absent": measured or "not measured"}
+
+
+def run_notes(infos: Iterable[dict[str, Any]]) -> list[str]:
+    """For the end of a run: what GPU busy time cost, and why benchmarks have none, by reason."""
+    infos = list(infos)
+    measured = [x for x in infos if x.get("gpu_ms") is not None]
+    notes = []
+    if measured:
+        seconds = sum(x.get("gpu_profile_s") or 0.0 for x in measured)
+        notes.append(
+            f"GPU busy time (gpu_ms): measured for {len(measured)} benchmark(s) after their timed rounds, "
+            f"in {seconds:.1f} s"
+        )
+    absent = Counter(x["gpu_ms_absent"] for x in infos if x.get("gpu_ms_absent"))
+    notes += [f"no GPU busy time for {count} benchmark(s): {reason}" for reason, count in absent.items()]
+    return notes
+
+
+def calls_for(seconds_per_call: float | None) -> int:
+    """How many calls make about TARGET_S of work, within [MIN_CALLS, MAX_CALLS]."""
+    if seconds_per_call is None or not seconds_per_call > 0:
+        return MIN_CALLS
+    return max(MIN_CALLS, min(MAX_CALLS, round(TARGET_S / seconds_per_call)))
+
+
+# --------------------------------------------------------------------------- intervals
+def busy_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    """Length of the union of [start, end) intervals: time in which at least one of them ran."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One device activity: a kernel, a copy or a memset, in device-clock nanoseconds."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+
+
+def split_calls(activities: Sequence[Activity], calls: int) -> list[list[Activity]]:
+    """The activities of each call, told apart by the calls + 1 marker kernels around them.
+
+    ValueError when the markers are not all there: a profile that lost activity cannot be trusted.
+    """
+    ordered = sorted(activities, key=lambda a: a.start_ns)
+    markers = [a for a in ordered if MARKER_KERNEL in a.name]
+    if len(markers) != calls + 1:
+        raise ValueError(
+            f"the profile holds {len(markers)} of the {calls + 1} marker kernels around {calls} calls; "
+            "activity records were lost"
+        )
+    per_call: list[list[Activity]] = [[] for _ in range(calls)]
+    for activity in ordered:
+        if MARKER_KERNEL in activity.name:
+            continue
+        for i in range(calls):
+            if markers[i].end_ns <= activity.start_ns < markers[i + 1].start_ns:
+                per_call[i].append(activity)
+                break
+    return per_call
+
+
+# --------------------------------------------------------------------------- measuring
+def unavailable_reason(device: torch.device) -> str | None:
+    """Why GPU busy time cannot be measured for work on `device` in this process, or None."""
+    if device.type != "cuda":
+        return f"runs on {device.type}: GPU busy time is measured for CUDA devices"
+    if _process_reason is not None:
+        return _process_reason
+    tools = [name for name in TOOL_VARIABLES if os.environ.get(name)]
+    if tools:
+        return (
+            f"a CUDA profiling tool holds CUPTI in this process ({', '.join(tools)} set, e.g. by nsys "
+            "profile); its own trace has the GPU times"
+        )
+    if not torch.autograd.kineto_available():
+        return f"torch {torch.__version__} was built without Kineto: its profiler records no device activity"
+    return None
+
+
+def measure_gpu_time(
+    fn: Callable[[], Any],
+    calls: int,
+    device: torch.device,
+    *,
+    before_call: Callable[[], Any] | None = None,
+    profiled: bool = True,
+) -> GpuTime | str:
+    """Busy time of `calls` calls of `fn` on `device`, or why it cannot be had. Never raises for the
+    profiler's sake; an error of `fn` itself propagates.
+
+    `before_call` runs before each call's start marker, outside what is measured (ranks put their
+    barrier there). With `profiled=False` the calls run the same way without a profiler: ranks other
+    than the measured one must take part in every collective of the measured rank's calls.
+    """
+    if calls < 1:
+        raise ValueError(f"calls: an int >= 1 is accepted; got {calls!r}")
+    reason = unavailable_reason(device) if profiled else "measured on another rank"
+    started = time.perf_counter()
+    profiler, activities = None, []
+    if reason is None:
+        profiler, reason = _started_profiler()
+    try:
+        for _ in range(calls):
+            if before_call is not None:
+                before_call()
+            _boundary(device)
+            fn()
+        _boundary(device)
+    finally:
+        if profiler is not None:
+            activities, reason = _stopped_profiler(profiler, device)
+    if reason is not None:
+        return reason
+    return _measured(activities, calls, time.perf_counter() - started)
+
+
+def _boundary(device: torch.device) -> None:
+    """A marker kernel between two synchronizations: nothing before it overlaps what follows it."""
+    if device.type != "cuda":
+        return
+    torch.cuda.synchronize(device)
+    with torch.cuda.device(device):
+        torch.cuda._sleep(0)
+    torch.cuda.synchronize(device)
+
+
+def _started_profiler() -> tuple[Any, str | None]:
+    from torch.profiler import ProfilerActivity, profile
+
+    profiler = profile(activities=[ProfilerActivity.CUDA])
+    try:
+        with warnings.catch_warnings():
+            # "Profiler clears events at the end of each cycle": there is one cycle here.
+            warnings.simplefilter("ignore")
+            profiler.start()
+    except Exception as err:  # a profiler that cannot start must not stop the benchmark
+        return None, failure("torch.profiler did not start", err)
+    return profiler, None
+
+
+def _stopped_profiler(profiler: Any, device: torch.device) -> tuple[list[Activity], str | None]:
+    global _process_reason
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            profiler.stop()
+        events = profiler.profiler.kineto_results.events()
+    except Exception as err:
+        return [], failure("torch.profiler did not stop cleanly", err)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    cuda = torch.autograd.DeviceType.CUDA
+    activities = [
+        Activity(e.name(), e.start_ns(), e.start_ns() + e.duration_ns())
+        for e in events
+        if e.device_type() == cuda and e.device_index() == index
+    ]
+    if not activities:
+        # Not even the markers: CUPTI delivers nothing to this process, now or later.
+        _process_reason = (
+            "torch.profiler recorded no device activity, not even its marker kernels: CUPTI is not "
+            "available to it in this process"
+        )
+        return [], _process_reason
+    return activities, None
+
+
+def _measured(activities: list[Activity], calls: int, profile_s: float) -> GpuTime | str:
+    try:
+        per_call = split_calls(activities, calls)
+    except ValueError as err:
+        return str(err)
+    busy_ms = tuple(busy_ns((a.start_ns, a.end_ns) for a in call) / 1e6 for call in per_call)
+    counts = statistics.median(len(call) for call in per_call)
+    return GpuTime(busy_ms, float(counts), profile_s)
+
+
+def failure(what: str, err: BaseException) -> str:
+    """A one-line reason: what failed, the error's type and its first line."""
+    first_line = (str(err).strip().splitlines() or [""])[0][:200]
+    return f"{what}: {type(err).__name__}: {first_line}"

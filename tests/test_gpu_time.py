@@ -1,0 +1,212 @@
+"""GPU busy time per call (perf/gpu_time.py): the interval arithmetic and the split into calls on any
+machine; the measurement itself on a GPU, against kernels of known length."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from perf import gpu_time
+from perf.gpu_time import MARKER_KERNEL, Activity, GpuTime, busy_ns, calls_for, split_calls
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: measures kernels")
+
+
+# --------------------------------------------------------------------------- pure parts
+@pytest.mark.parametrize(
+    ("intervals", "expected"),
+    [
+        ([], 0),
+        ([(0, 10)], 10),
+        ([(0, 10), (20, 25)], 15),  # the gap between them is idle
+        ([(0, 10), (5, 15)], 15),  # two streams at once count once
+        ([(5, 15), (0, 10), (2, 3)], 15),  # any order, one inside another
+        ([(0, 10), (10, 20)], 20),  # touching
+    ],
+)
+def test_busy_is_the_union_of_intervals(intervals, expected):
+    assert busy_ns(intervals) == expected
+
+
+def marker(start: int) -> Activity:
+    return Activity(f"at::cuda::(anonymous namespace)::{MARKER_KERNEL}(long)", start, start + 1)
+
+
+def test_split_calls_assigns_activities_between_markers():
+    activities = [
+        marker(0),
+        Activity("gemm", 5, 10),
+        Activity("copy", 6, 8),
+        marker(20),
+        Activity("gemm", 30, 50),
+        marker(60),
+    ]
+    calls = split_calls(list(reversed(activities)), calls=2)  # order of the profile does not matter
+    assert [[a.name for a in call] for call in calls] == [["gemm", "copy"], ["gemm"]]
+
+
+def test_split_calls_refuses_a_profile_that_lost_markers():
+    with pytest.raises(ValueError, match="2 of the 4 marker kernels around 3 calls"):
+        split_calls([marker(0), Activity("gemm", 5, 10), marker(20)], calls=3)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "calls"), [(None, 3), (0.0, 3), (1.0, 3), (0.02, 5), (0.001, 100), (1e-6, 1000)]
+)
+def test_calls_make_about_a_tenth_of_a_second(seconds, calls):
+    assert calls_for(seconds) == calls
+
+
+def test_figures_carry_median_spread_and_busy_share():
+    figures = GpuTime((4.0, 6.0, 5.0, 5.0), activities_per_call=7.0, profile_s=0.2).figures(median_ms=10.0)
+    assert figures["gpu_ms"] == 5.0 and figures["gpu_calls"] == 4
+    assert figures["gpu_ms_min"] == 4.0 and figures["gpu_ms_max"] == 6.0
+    assert figures["gpu_ms_iqr"] == pytest.approx(1.0)  # pytest-benchmark's quartiles, as for rounds
+    assert figures["gpu_busy_share"] == pytest.approx(0.5) and figures["gpu_profile_s"] == 0.2
+    assert gpu_time.gpu_figures("on the CPU", 10.0) == {"gpu_ms_absent": "on the CPU"}
+
+
+def test_cpu_work_gets_a_reason_and_its_calls_still_run():
+    ran = []
+    measured = gpu_time.measure_gpu_time(lambda: ran.append(1), 4, torch.device("cpu"))
+    assert isinstance(measured, str) and measured.startswith("runs on cpu")
+    assert len(ran) == 4  # ranks rely on it: every rank makes the same calls
+
+
+@pytest.mark.parametrize("variable", gpu_time.TOOL_VARIABLES)
+def test_a_profiling_tool_in_the_process_is_a_reason(monkeypatch, variable):
+    monkeypatch.setenv(variable, "1")
+    reason = gpu_time.unavailable_reason(torch.device("cuda", 0))
+    assert reason is not None and variable in reason and "CUPTI" in reason
+
+
+def test_run_notes_count_the_cost_and_group_the_reasons():
+    infos = [
+        {"gpu_ms": 1.0, "gpu_profile_s": 0.5},
+        {"gpu_ms": 2.0, "gpu_profile_s": 1.0},
+        {"gpu_ms_absent": "runs on cpu"},
+        {"gpu_ms_absent": "runs on cpu"},
+    ]
+    assert gpu_time.run_notes(infos) == [
+        "GPU busy time (gpu_ms): measured for 2 benchmark(s) after their timed rounds, in 1.5 s",
+        "no GPU busy time for 2 benchmark(s): runs on cpu",
+    ]
+
+
+# --------------------------------------------------------------------------- on a GPU
+@pytest.fixture(scope="module")
+def spin():
+    """spin(ms): a one-program kernel busy for about `ms` milliseconds. One program, so that two of them
+    on two streams run side by side; not torch.cuda._sleep, which is the measurement's marker."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    import triton
+    import triton.language as tl
+
+    @triton.jit(do_not_specialize=["steps"])  # one compiled kernel for every length, calibrated once
+    def _busy(x_ptr, steps):
+        x = tl.load(x_ptr)
+        for _ in range(steps):
+            x = x * 0.999 + 0.001  # each step waits for the last: the loop's length is its time
+        tl.store(x_ptr, x)
+
+    x = torch.ones(1, device="cuda")
+
+    def launch(steps: int) -> None:
+        _busy[(1,)](x, steps)
+
+    launch(1000)  # compile
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    launch(10**6)
+    end.record()
+    end.synchronize()
+    steps_per_ms = 10**6 / start.elapsed_time(end)
+    spin = lambda ms: launch(round(ms * steps_per_ms))  # noqa: E731
+    start.record()
+    spin(2.0)
+    end.record()
+    end.synchronize()
+    assert 1.8 < start.elapsed_time(end) < 2.2, "the kernel's time does not follow its step count"
+    return spin
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_time_counts_the_device_not_the_host(spin):
+    """A call that spends 20 ms on the host and 2 ms on the GPU: about 2 ms busy, a tenth of its time."""
+
+    def call():
+        time.sleep(0.02)
+        spin(2.0)
+
+    measured = gpu_time.measure_gpu_time(call, 5, torch.device("cuda"))
+    assert isinstance(measured, GpuTime), measured
+    assert len(measured.per_call_ms) == 5 and measured.activities_per_call == 1
+    assert all(1.7 < ms < 2.5 for ms in measured.per_call_ms), measured.per_call_ms
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_twice_the_kernels_read_twice_the_time(spin):
+    """The figure the gate judges: a deliberate slowdown of the GPU work shows at its size."""
+    device = torch.device("cuda")
+    once = gpu_time.measure_gpu_time(lambda: spin(1.0), 5, device)
+    twice = gpu_time.measure_gpu_time(lambda: (spin(1.0), spin(1.0)), 5, device)
+    ratio = sorted(twice.per_call_ms)[2] / sorted(once.per_call_ms)[2]
+    assert ratio == pytest.approx(2.0, rel=0.05)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_two_streams_at_once_count_once(spin):
+    side = torch.cuda.Stream()
+
+    def call():
+        side.wait_stream(torch.cuda.current_stream())
+        spin(3.0)
+        with torch.cuda.stream(side):
+            spin(3.0)
+        torch.cuda.current_stream().wait_stream(side)
+
+    measured = gpu_time.measure_gpu_time(call, 3, torch.device("cuda"))
+    assert isinstance(measured, GpuTime), measured
+    assert measured.activities_per_call == 2
+    assert all(2.7 < ms < 4.5 for ms in measured.per_call_ms), measured.per_call_ms  # not 6 ms
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_graph_replays_and_copies_are_measured():
+    a = torch.randn(2048, 2048, device="cuda")
+    host = torch.randn(2**24).pin_memory()
+    device_copy = torch.empty(2**24, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        (a @ a).relu_()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        (a @ a).relu_()
+
+    def call():
+        graph.replay()
+        device_copy.copy_(host, non_blocking=True)
+
+    measured = gpu_time.measure_gpu_time(call, 4, torch.device("cuda"))
+    assert isinstance(measured, GpuTime), measured
+    assert measured.activities_per_call == 3  # the graph's matmul and relu, and the copy
+    assert min(measured.per_call_ms) > 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_before_call_is_not_measured(spin):
+    measured = gpu_time.measure_gpu_time(
+        lambda: spin(1.0), 3, torch.device("cuda"), before_call=lambda: spin(5.0)
+    )
+    assert isinstance(measured, GpuTime), measured
+    assert all(ms < 1.5 for ms in measured.per_call_ms), measured.per_call_ms
