@@ -36,6 +36,7 @@ AXES = {
     "precision": ("precisions", ""),
     "context": ("contexts", "ctx"),
     "warmup": ("warmups", "warm"),
+    "launch": ("launches", ""),
     # Providers last: the providers of one shape run one after another, side by side in one table.
     "attention_mode": ("attention_modes", ""),
     "attention_shape": ("attention_shapes", ""),
@@ -72,6 +73,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--warmups", help="comma-separated warm-up step counts, e.g. 0,1,2,5")
     group.addoption("--impls", help="comma-separated model implementations: naive, sdpa, reference")
     group.addoption("--optimizer", help="train_step AdamW: own, torch (foreach), torch_fused (default)")
+    group.addoption(
+        "--launches",
+        help="comma-separated end-to-end step launches: eager (op by op), cuda_graph (the whole step "
+        "captured once and replayed)",
+    )
     group.addoption(
         "--attention-providers", help=f"comma-separated: {', '.join(AXIS_CHOICES['attention-providers'])}"
     )
@@ -176,6 +182,7 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
         impls=opt("impls") and _parse_names("impls", opt("impls")),
         contexts=contexts,
         warmups=opt("warmups") and _parse_ints("warmups", opt("warmups"), minimum=0),
+        launches=opt("launches") and _parse_names("launches", opt("launches")),
         optimizer=optimizer,
         attention_providers=opt("attention_providers")
         and _parse_names("attention-providers", opt("attention_providers")),
@@ -426,14 +433,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     tier: Tier = metafunc.config.perf_tier
     values = [getattr(tier, AXES[name][0]) for name in axes]
     cases = list(itertools.product(*values))
-    ids = ["-".join(_case_id(n, v) for n, v in zip(axes, case, strict=True)) for case in cases]
+    ids = ["-".join(filter(None, map(_case_id, axes, case))) for case in cases]
     metafunc.parametrize(axes, cases, ids=ids)
 
 
 def _case_id(axis: str, value: object) -> str:
-    """Byte counts read as 1MiB or 1GiB, not 1048576; other axes as their prefix and value."""
+    """Byte counts read as 1MiB or 1GiB, not 1048576; an eager launch as nothing, so that the eager
+    steps keep the names their baselines have; other axes as their prefix and value."""
     if axis in ("transfer_size", "allreduce_size"):
         return byte_size_label(value)
+    if axis == "launch" and value == "eager":
+        return ""
     return f"{AXES[axis][1]}{value}"
 
 

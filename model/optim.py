@@ -85,17 +85,31 @@ class AdamW(torch.optim.Optimizer):
         p.addcdiv_(exp_avg, denom, value=-step_size)
 
 
+# AdamW implementations whose step can be captured into a CUDA graph: torch's keep the step count
+# on the device with capturable=True; the own one reads it on the host every step.
+CAPTURABLE_IMPLS = ("torch", "torch_fused")
+
+
 def build_optimizer(
-    params: Iterable[Tensor] | Iterable[dict], impl: str = "own", **kwargs
+    params: Iterable[Tensor] | Iterable[dict], impl: str = "own", capturable: bool = False, **kwargs
 ) -> torch.optim.Optimizer:
-    """AdamW from one of OPTIMIZER_IMPLS; kwargs are its hyperparameters (lr, betas, eps, weight_decay)."""
+    """AdamW from one of OPTIMIZER_IMPLS; kwargs are its hyperparameters (lr, betas, eps, weight_decay).
+
+    capturable=True builds one whose step a CUDA graph can capture (CAPTURABLE_IMPLS only).
+    """
+    if impl not in OPTIMIZER_IMPLS:
+        raise ValueError(f"unknown optimizer impl {impl!r}; accepted: {', '.join(OPTIMIZER_IMPLS)}")
+    if capturable and impl not in CAPTURABLE_IMPLS:
+        raise ValueError(
+            f"optimizer impl {impl!r} reads its step count on the host every step, which a CUDA graph "
+            f"cannot capture; capturable ones: {', '.join(CAPTURABLE_IMPLS)}"
+        )
     if impl == "own":
         return AdamW(params, **kwargs)
-    if impl == "torch":
-        return torch.optim.AdamW(params, **kwargs)
+    options = {"capturable": True} if capturable else {}
     if impl == "torch_fused":
-        return torch.optim.AdamW(params, fused=True, **kwargs)
-    raise ValueError(f"unknown optimizer impl {impl!r}; accepted: {', '.join(OPTIMIZER_IMPLS)}")
+        options["fused"] = True
+    return torch.optim.AdamW(params, **options, **kwargs)
 
 
 def clip_grad_norm(parameters: Tensor | Iterable[Tensor], max_norm: float, eps: float = 1e-6) -> Tensor:

@@ -2,8 +2,8 @@
 
 A replay launches every kernel of the captured forward with one call from the host, so what a
 graph saves is the host's time to launch them: most where the forward is short and bound by the
-host (small presets, bf16). Capture follows PyTorch's CUDA graphs notes: a static input buffer,
-warm-up calls on a side stream, then `torch.cuda.graph`.
+host (small presets, bf16). Capture (perf/graph_capture.py) follows PyTorch's CUDA graphs notes: a
+static input buffer, warm-up calls on a side stream, then `torch.cuda.graph`.
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ from torch import nn
 
 from model.config import ModelConfig
 from model.precision import autocast, check_precision
+from perf.graph_capture import Captured, capture
 from perf.harness import Work
 from perf.workloads import build_model, lm_config, random_batch
 
 GRAPH_VARIANTS = ("eager", "cuda_graph")
-# Calls before capture, on a side stream: cuBLAS handles and workspaces, SDPA's kernel choice and the
-# caching allocator's blocks are set up there, as nothing of that may happen during capture.
-# PyTorch's CUDA graphs notes warm up with 3 calls.
-CAPTURE_WARMUP_CALLS = 3
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
 
@@ -54,12 +51,15 @@ def inference_forward(model: nn.Module, precision: str, device: torch.device) ->
 class CapturedForward:
     """A forward captured into a CUDA graph; it reads `static_input` and writes `static_output`."""
 
-    graph: torch.cuda.CUDAGraph
+    captured: Captured  # the graph, and the forward whose weights it reads (kept alive by it)
     static_input: torch.Tensor  # (B, T)
-    static_output: torch.Tensor  # (B, T, V)
+
+    @property
+    def static_output(self) -> torch.Tensor:
+        return self.captured.output  # (B, T, V)
 
     def replay(self) -> None:
-        self.graph.replay()
+        self.captured.replay()
 
     def __call__(self, token_ids: torch.Tensor) -> torch.Tensor:
         """The forward of `token_ids`, by replay; the result is overwritten by the next replay."""
@@ -75,19 +75,8 @@ def capture_forward(forward: Forward, example_input: torch.Tensor) -> CapturedFo
             f"example_input: CUDA graphs capture CUDA work; got a tensor on {example_input.device}, "
             "accepted: a tensor on a cuda device"
         )
-    device = example_input.device
     static_input = example_input.clone()  # (B, T)
-    current = torch.cuda.current_stream(device)
-    side = torch.cuda.Stream(device)
-    side.wait_stream(current)  # static_input is written on the current stream
-    with torch.cuda.stream(side):
-        for _ in range(CAPTURE_WARMUP_CALLS):
-            forward(static_input)
-    current.wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_output = forward(static_input)  # (B, T, V)
-    return CapturedForward(graph, static_input, static_output)
+    return CapturedForward(capture(lambda: forward(static_input), example_input.device), static_input)
 
 
 @dataclass
@@ -115,7 +104,7 @@ def forward_workload(
             return forward(inputs)
 
     else:
-        # The bound method keeps the static input alive, which the graph reads on every replay.
+        # The bound method keeps the static input and the model alive: the graph reads both.
         step = capture_forward(forward, inputs).replay
     tokens = config.batch_size * context
     work = Work(flops=config.flops_per_token(context, "forward") * tokens, tokens=tokens, precision=precision)

@@ -12,9 +12,13 @@ from model.config import PRESETS
 from model.precision import PRECISIONS
 from perf.report_format import Info, fmt, gib, of_suite, registry_order, titled
 from perf.transfer_workloads import HOST_MEMORY, byte_size_label
+from perf.workloads import LAUNCHES
 
 MEMORY_TITLE = "peak memory per step (GiB): the state resident between steps and what a step adds"
-GRAPH_TITLE = "inference forward: eager launches against a CUDA graph replay (speedup above 1: graph faster)"
+GRAPH_TITLE = (
+    "steps launched eagerly against a CUDA graph replay: median, speedup (above 1: graph faster), GPU busy "
+    "ms and busy share (eager/graph)"
+)
 TRANSFER_TITLE = "host-to-device copies: GB/s from pinned and pageable memory"
 OVERLAP_TITLE = "host-to-device copy and matmuls: serial against overlapped on two streams"
 TITLE = "memory, CUDA graphs and host-to-device copies"
@@ -55,21 +59,35 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
 
 
 def graph_table(infos: Iterable[Info]) -> list[str]:
+    """Every step measured replayed from a CUDA graph (extra_info launch "cuda_graph"), beside the same
+    step launched eagerly: the CUDA graph suite's and the end-to-end benchmarks' under --launches."""
     cases: dict[tuple, dict[str, Info]] = {}
-    for x in results_of("cuda_graph", infos):
-        cases.setdefault((x["preset"], x["precision"], x["context"]), {})[x["variant"]] = x
+    for x in infos:
+        if x.get("launch") in LAUNCHES and x.get("median_ms") is not None:
+            key = (x["mode"], x["impl"], x["preset"], x["precision"], x["context"], x.get("warmup_steps"))
+            cases.setdefault(key, {})[x["launch"]] = x
+    cases = {key: by_launch for key, by_launch in cases.items() if "cuda_graph" in by_launch}
     if not cases:
         return []
-    lines = [f"{'preset':<8} {'precision':<9} {'ctx':>5} {'eager ms':>10} {'graph ms':>10} {'speedup':>8}"]
-    for preset, precision, context in sorted(
-        cases, key=lambda c: (registry_order(c[0], PRESETS), registry_order(c[1], PRECISIONS), c[2])
-    ):
-        by_variant = cases[preset, precision, context]
-        eager = by_variant.get("eager", {}).get("median_ms")
-        graph = by_variant.get("cuda_graph", {}).get("median_ms")
+    lines = [
+        f"{'mode':<17} {'impl':<9} {'preset':<6} {'prec':<5} {'ctx':>5} {'eager ms':>9} {'graph ms':>9} "
+        f"{'speedup':>7} {'eager GPU':>9} {'graph GPU':>9} {'busy':>9}"
+    ]
+
+    def order(key: tuple) -> tuple:
+        mode, impl, preset, precision, context, _ = key
+        return mode, impl, registry_order(preset, PRESETS), registry_order(precision, PRECISIONS), context
+
+    for key in sorted(cases, key=order):
+        mode, impl, preset, precision, context, _ = key
+        eager, graph = cases[key].get("eager", {}), cases[key]["cuda_graph"]
+        speedup = _ratio(eager.get("median_ms"), graph["median_ms"])
+        busy = f"{fmt(eager.get('gpu_busy_share'), '.0%')}/{fmt(graph.get('gpu_busy_share'), '.0%')}"
         lines.append(
-            f"{preset:<8} {precision:<9} {context:>5} {fmt(eager, '.3f'):>10} {fmt(graph, '.3f'):>10} "
-            f"{fmt(_ratio(eager, graph), '.2f', 'x'):>8}"
+            f"{mode:<17} {impl:<9} {preset:<6} {precision:<5} {context:>5} "
+            f"{fmt(eager.get('median_ms'), '.3f'):>9} {fmt(graph['median_ms'], '.3f'):>9} "
+            f"{fmt(speedup, '.2f', 'x'):>7} {fmt(eager.get('gpu_ms'), '.3f'):>9} "
+            f"{fmt(graph.get('gpu_ms'), '.3f'):>9} {busy:>9}"
         )
     return lines
 

@@ -1,8 +1,11 @@
-"""The inference forward launched eagerly against the replay of its captured CUDA graph.
+"""What CUDA graphs buy: the inference forward and the training step launched eagerly against the
+replay of their captured graph.
 
 Parametrized by the tier (conftest.py): preset, context length and precision; the variant here.
 Both variants of one case share a pytest-benchmark group; the end of the run sets them side by
-side with the graph's speedup (perf/memory_report.py).
+side with the graph's speedup, GPU time and busy share (perf/memory_report.py). The training step
+is the end-to-end one (perf/workloads.py): `--launches eager,cuda_graph` graphs every end-to-end
+benchmark the same way.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from perf.graph_capture import NotCapturable
 from perf.graph_workloads import GRAPH_VARIANTS, forward_workload
+from perf.workloads import lm_workload
 
 # Untimed calls after building (and for the graph, capturing) the forward.
 WARMUP_STEPS = 2
@@ -30,8 +35,42 @@ def test_forward_cuda_graph(
         warmup_steps=WARMUP_STEPS,
         suite="cuda_graph",
         variant=variant,
+        launch=variant,
+        mode="inference_forward",
+        impl="sdpa",
         preset=graph_preset,
         precision=precision,
         context=context,
         batch=workload.config.batch_size,
+    )
+
+
+@pytest.mark.parametrize("variant", GRAPH_VARIANTS)
+def test_train_step_cuda_graph(
+    bench, tier, device: torch.device, graph_preset: str, context: int, precision: str, variant: str
+):
+    """Forward, backward and AdamW as one captured graph, against the same step launched op by op."""
+    if device.type != "cuda":
+        pytest.skip(f"needs a CUDA device: CUDA graphs capture and replay CUDA kernels; running on {device}")
+    try:
+        workload = lm_workload(
+            "train_step", "sdpa", graph_preset, precision, context, device, tier.optimizer, launch=variant
+        )
+    except NotCapturable as err:
+        pytest.skip(f"{variant}: {err}")
+    bench.benchmark.group = f"cuda graph train_step {graph_preset} {precision} ctx{context}"
+    bench.run(
+        workload.step,
+        work=workload.work,
+        warmup_steps=WARMUP_STEPS,
+        suite="cuda_graph",
+        variant=variant,
+        launch=variant,
+        mode="train_step",
+        impl="sdpa",
+        preset=graph_preset,
+        precision=precision,
+        context=context,
+        batch=workload.config.batch_size,
+        optimizer=tier.optimizer,
     )

@@ -1,7 +1,9 @@
 """End-to-end step time of the language model: forward, forward+backward, full training step.
 
-Parametrized by the tier (conftest.py): model implementation, preset, precision, context length
-and warm-up steps. `-k forward` selects forward benchmarks, `-k train_step` the training steps.
+Parametrized by the tier (conftest.py): model implementation, preset, precision, context length,
+warm-up steps and launch (eager, or the whole step captured into a CUDA graph and replayed:
+`--launches eager,cuda_graph`). `-k forward` selects forward benchmarks, `-k train_step` the
+training steps, `-k cuda_graph` the graphed ones.
 """
 
 from __future__ import annotations
@@ -9,13 +11,19 @@ from __future__ import annotations
 import pytest
 import torch
 
+from perf.graph_capture import NotCapturable
 from perf.tiers import TRAINING_BYTES_PER_PARAMETER
 from perf.workloads import lm_workload
 
 
-def _run(bench, tier, device, mode, impl, preset, precision, context, warmup):
-    workload = lm_workload(mode, impl, preset, precision, context, device, optimizer=tier.optimizer)
-    # One table per shape, with the implementations side by side.
+def _run(bench, tier, device, mode, impl, preset, precision, context, warmup, launch):
+    try:
+        workload = lm_workload(
+            mode, impl, preset, precision, context, device, optimizer=tier.optimizer, launch=launch
+        )
+    except NotCapturable as err:
+        pytest.skip(f"{launch}: {err}")
+    # One table per shape, with the implementations and launches side by side.
     bench.benchmark.group = f"{mode} {preset} {precision} ctx{context} warm{warmup}"
     bench.run(
         workload.step,
@@ -27,19 +35,20 @@ def _run(bench, tier, device, mode, impl, preset, precision, context, warmup):
         batch=workload.config.batch_size,
         mode=mode,
         optimizer=tier.optimizer if mode == "train_step" else None,
+        launch=launch,
     )
 
 
-def test_forward(bench, tier, device, impl, preset, precision, context, warmup):
-    _run(bench, tier, device, "forward", impl, preset, precision, context, warmup)
+def test_forward(bench, tier, device, impl, preset, precision, context, warmup, launch):
+    _run(bench, tier, device, "forward", impl, preset, precision, context, warmup, launch)
 
 
-def test_forward_backward(bench, tier, device, impl, preset, precision, context, warmup):
-    _run(bench, tier, device, "forward_backward", impl, preset, precision, context, warmup)
+def test_forward_backward(bench, tier, device, impl, preset, precision, context, warmup, launch):
+    _run(bench, tier, device, "forward_backward", impl, preset, precision, context, warmup, launch)
 
 
-def test_train_step(bench, tier, device, impl, preset, precision, context, warmup):
-    _run(bench, tier, device, "train_step", impl, preset, precision, context, warmup)
+def test_train_step(bench, tier, device, impl, preset, precision, context, warmup, launch):
+    _run(bench, tier, device, "train_step", impl, preset, precision, context, warmup, launch)
 
 
 def test_train_step_vs_reference(bench, tier, device, compared_impl, preset, precision, context):

@@ -13,6 +13,7 @@ from model.optim import OPTIMIZER_IMPLS
 from model.precision import PRECISIONS
 from perf.attention_shapes import ATTENTION_MODES, SWEEPS, AttentionShape, select_shapes
 from perf.attention_workloads import PROVIDERS
+from perf.workloads import LAUNCHES
 
 # The project's model with each attention implementation, and the plain-PyTorch reference model
 # (torch.nn modules and F.scaled_dot_product_attention) that it is measured against.
@@ -35,6 +36,8 @@ class Tier:
     # Filters on the sweeps' shapes; None keeps every sequence length (head dim) of the sweeps.
     seqs: tuple[int, ...] | None = None
     head_dims: tuple[int, ...] | None = None
+    # End-to-end steps launched op by op (eager) and/or replayed from a captured CUDA graph.
+    launches: tuple[str, ...] = ("eager",)
     # torch's fused AdamW: one pass over parameters, gradients and states. The foreach version
     # took 104 ms of a 228 ms 2.7b bf16 step on an H100 (step minus forward+backward).
     optimizer: str = "torch_fused"
@@ -155,6 +158,7 @@ TIERS: dict[str, Tier] = {
         contexts=CONTEXTS,
         warmups=WARMUPS,
         impls=MODEL_IMPLS,
+        launches=LAUNCHES,
         attention_providers=tuple(PROVIDERS),
         attention_modes=ATTENTION_MODES,
         attention_sweeps=("scaling", "fixed_tokens"),
@@ -203,6 +207,7 @@ AXIS_CHOICES: dict[str, tuple] = {
     "precisions": PRECISIONS,
     "impls": MODEL_IMPLS,
     "optimizer": OPTIMIZER_IMPLS,
+    "launches": LAUNCHES,
     "attention-providers": tuple(PROVIDERS),
     "attention-modes": ATTENTION_MODES,
     "attention-sweeps": tuple(SWEEPS),

@@ -1,7 +1,9 @@
 """The end-to-end workloads: a model, a batch, and the step functions that benchmarks time.
 
 Each step is split into NVTX phases (forward, backward, optimizer_step) so that an nsys timeline
-shows where a step's time goes.
+shows where a step's time goes. A step is launched op by op ("eager") or, "cuda_graph", captured
+whole into a CUDA graph once and replayed: forward, backward and a capturable AdamW, on the same
+static batch (perf/graph_capture.py).
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from torch import nn
 
 from model.config import FLOP_MODES, ModelConfig, get_preset
 from model.loss import cross_entropy
-from model.optim import build_optimizer
+from model.optim import CAPTURABLE_IMPLS, build_optimizer
 from model.precision import autocast, check_precision, grad_scaler
 from model.reference import ReferenceLM
 from model.transformer import TransformerLM
+from perf.graph_capture import NotCapturable, captured_step
 from perf.harness import Work, nvtx_range
+
+# How a step's kernels are launched: one by one from Python, or by replaying a captured CUDA graph.
+LAUNCHES = ("eager", "cuda_graph")
 
 
 def lm_config(preset: str, context: int) -> ModelConfig:
@@ -49,6 +55,7 @@ class LMWorkload:
     config: ModelConfig
     step: Callable[[], None]
     work: Work
+    model: nn.Module  # as built: its parameters are the ones each step trains
 
 
 def lm_workload(
@@ -60,15 +67,23 @@ def lm_workload(
     device: torch.device,
     optimizer: str,
     compile_model: Callable[[nn.Module], nn.Module] | None = None,
+    launch: str = "eager",
 ) -> LMWorkload:
     """The model, batch and step of `mode`; `compile_model` (e.g. torch.compile) wraps the model.
 
     fp16 training steps scale the loss with a GradScaler, as fp16 gradients underflow without it;
-    for fp32 and bf16 the scaler is disabled and passes every call through.
+    for fp32 and bf16 the scaler is disabled and passes every call through. launch="cuda_graph"
+    captures the step (after warm-up calls, which train the model too) and returns its replay;
+    NotCapturable says why a step cannot be captured.
     """
     if mode not in FLOP_MODES:
         raise ValueError(f"unknown mode {mode!r}; accepted: {', '.join(FLOP_MODES)}")
     check_precision(precision)
+    graphed = launch == "cuda_graph"
+    if launch not in LAUNCHES:
+        raise ValueError(f"launch: unknown value {launch!r}; accepted: {', '.join(LAUNCHES)}")
+    if graphed:
+        check_capturable(mode, precision, optimizer, device)
     config = lm_config(preset, context)
     model = build_model(impl, config, device)
     parameters = list(model.parameters())  # before wrapping: the optimizer steps the plain module's
@@ -97,7 +112,7 @@ def lm_workload(
             backward(forward())
 
     else:
-        opt = build_optimizer(parameters, impl=optimizer, lr=1e-4)
+        opt = build_optimizer(parameters, impl=optimizer, capturable=graphed, lr=1e-4)
         scaler = grad_scaler(precision, device.type)
 
         def step() -> None:
@@ -109,4 +124,24 @@ def lm_workload(
 
     tokens = config.batch_size * config.context_length
     flops = config.flops_per_token(context, mode) * tokens
-    return LMWorkload(config, step, Work(flops=flops, tokens=tokens, precision=precision))
+    if graphed:
+        step = captured_step(step, device, before_capture=lambda: model.zero_grad(set_to_none=True))
+    return LMWorkload(config, step, Work(flops=flops, tokens=tokens, precision=precision), model)
+
+
+def check_capturable(mode: str, precision: str, optimizer: str, device: torch.device) -> None:
+    """NotCapturable, before anything is built, for a step that a CUDA graph cannot hold."""
+    if device.type != "cuda":
+        raise NotCapturable(f"CUDA graphs capture CUDA work; this step runs on {device}")
+    if mode != "train_step":
+        return
+    if optimizer not in CAPTURABLE_IMPLS:
+        raise NotCapturable(
+            f"optimizer {optimizer!r} reads its step count on the host every step; a captured step "
+            f"needs one of {', '.join(CAPTURABLE_IMPLS)} (--optimizer)"
+        )
+    if precision == "fp16":
+        raise NotCapturable(
+            "the fp16 step's GradScaler reads on the host whether a gradient overflowed, every step, "
+            "and skips the update if one did: a graph cannot hold that decision"
+        )

@@ -271,6 +271,7 @@ def test_bad_baseline_gives_a_message_not_a_traceback(tmp_path, damage):
         ("--tier=huge", "--tier: unknown tier 'huge'; accepted: auto, cpu, default, full"),
         ("--contexts=512,-1", "--contexts: '-1' is not an integer >= 1"),
         ("--optimizer=sgd", "--optimizer: unknown value 'sgd'; accepted: own, torch, torch_fused"),
+        ("--launches=eager,jit", "--launches: unknown value 'jit'; accepted: eager, cuda_graph"),
         ("--matmul-sizes=4096,-8", "--matmul-sizes: '-8' is not an integer >= 1"),
         ("--transfer-sizes=1M,-4K", "--transfer-sizes: '-4K' is not a positive byte count"),
         ("--transfer-sizes=2T", "--transfer-sizes: '2T' is not a positive byte count"),
@@ -285,3 +286,23 @@ def test_bad_options_fail_before_anything_runs(tmp_path, option, message):
     assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage-error exit code
     assert message in proc.stderr
     assert "passed" not in proc.stdout  # nothing ran
+
+
+def test_launches_add_graphed_steps_and_keep_the_eager_names(tmp_path):
+    proc = _child_pytest(
+        tmp_path,
+        "perf/test_end_to_end.py",
+        "--collect-only",
+        "-k",
+        "test_train_step and not reference",
+        "--presets=tiny",
+        "--impls=sdpa",
+        "--launches=eager,cuda_graph",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ids = [line.split("::")[1] for line in proc.stdout.splitlines() if "::" in line]
+    # The eager step keeps the name its stored baselines have; the graphed one adds its launch.
+    assert ids == [
+        "test_train_step[sdpa-tiny-fp32-ctx128-warm1]",
+        "test_train_step[sdpa-tiny-fp32-ctx128-warm1-cuda_graph]",
+    ]
