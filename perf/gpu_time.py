@@ -6,10 +6,11 @@ copies and memsets does not. This module measures that time from CUPTI, through 
 device activity only (no Python stacks, no shapes): the union of the intervals in which the device
 ran something for the call, so that two streams busy at once count once and idle gaps not at all.
 
-Calls are measured one by one, after the timed rounds and never inside them. Before and after each
-call the device is drained and a marker kernel (`torch.cuda._sleep(0)`, ~1 us, a kernel no model
-launches) is run between synchronizations: every activity of call i starts after marker i ends and
-ends before marker i + 1 starts, so calls are told apart on the device's own clock, on any stream.
+Calls are measured one by one, after the timed rounds and never inside them. Right before and
+right after each call the device is drained and a marker kernel (`torch.cuda._sleep(0)`, ~1 us, a
+kernel no model launches) is run between synchronizations: every activity of a call starts after
+its start marker ends and ends before its end marker starts, so calls are told apart on the
+device's own clock, on any stream, and work between calls (a rank's barrier) is in none of them.
 
 Where it cannot be measured (the CPU, a torch without CUPTI, a profiling tool such as nsys that
 holds CUPTI, a profile that lost activity) `measure_gpu_time` returns the reason instead, and the
@@ -130,23 +131,25 @@ class Activity:
 
 
 def split_calls(activities: Sequence[Activity], calls: int) -> list[list[Activity]]:
-    """The activities of each call, told apart by the calls + 1 marker kernels around them.
+    """The activities of each call, told apart by the start and end marker kernels around it;
+    activities outside every call's markers (work between calls) belong to none.
 
     ValueError when the markers are not all there: a profile that lost activity cannot be trusted.
     """
     ordered = sorted(activities, key=lambda a: a.start_ns)
     markers = [a for a in ordered if MARKER_KERNEL in a.name]
-    if len(markers) != calls + 1:
+    if len(markers) != 2 * calls:
         raise ValueError(
-            f"the profile holds {len(markers)} of the {calls + 1} marker kernels around {calls} calls; "
+            f"the profile holds {len(markers)} of the {2 * calls} marker kernels around {calls} calls; "
             "activity records were lost"
         )
+    windows = [(markers[2 * i].end_ns, markers[2 * i + 1].start_ns) for i in range(calls)]
     per_call: list[list[Activity]] = [[] for _ in range(calls)]
     for activity in ordered:
         if MARKER_KERNEL in activity.name:
             continue
-        for i in range(calls):
-            if markers[i].end_ns <= activity.start_ns < markers[i + 1].start_ns:
+        for i, (start, end) in enumerate(windows):
+            if start <= activity.start_ns < end:
                 per_call[i].append(activity)
                 break
     return per_call
@@ -198,7 +201,7 @@ def measure_gpu_time(
                 before_call()
             _boundary(device)
             fn()
-        _boundary(device)
+            _boundary(device)
     finally:
         if profiler is not None:
             activities, reason = _stopped_profiler(profiler, device)

@@ -34,12 +34,14 @@ def marker(start: int) -> Activity:
     return Activity(f"at::cuda::(anonymous namespace)::{MARKER_KERNEL}(long)", start, start + 1)
 
 
-def test_split_calls_assigns_activities_between_markers():
+def test_split_calls_assigns_activities_between_each_calls_markers():
     activities = [
         marker(0),
         Activity("gemm", 5, 10),
         Activity("copy", 6, 8),
         marker(20),
+        Activity("barrier", 22, 24),  # between two calls: in neither
+        marker(25),
         Activity("gemm", 30, 50),
         marker(60),
     ]
@@ -48,8 +50,8 @@ def test_split_calls_assigns_activities_between_markers():
 
 
 def test_split_calls_refuses_a_profile_that_lost_markers():
-    with pytest.raises(ValueError, match="2 of the 4 marker kernels around 3 calls"):
-        split_calls([marker(0), Activity("gemm", 5, 10), marker(20)], calls=3)
+    with pytest.raises(ValueError, match="3 of the 6 marker kernels around 3 calls"):
+        split_calls([marker(0), Activity("gemm", 5, 10), marker(20), marker(30)], calls=3)
 
 
 @pytest.mark.parametrize(
