@@ -243,7 +243,9 @@ def _stopped_profiler(profiler: Any, device: torch.device) -> tuple[list[Activit
         events = profiler.profiler.kineto_results.events()
     except Exception as err:
         return [], failure("torch.profiler did not stop cleanly", err)
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = device.index
+    if index is None and device.type == "cuda":
+        index = torch.cuda.current_device()
     cuda = torch.autograd.DeviceType.CUDA
     activities = [
         Activity(e.name(), e.start_ns(), e.start_ns() + e.duration_ns())

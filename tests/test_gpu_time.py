@@ -4,6 +4,7 @@ machine; the measurement itself on a GPU, against kernels of known length."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -212,3 +213,45 @@ def test_before_call_is_not_measured(spin):
     )
     assert isinstance(measured, GpuTime), measured
     assert all(ms < 1.5 for ms in measured.per_call_ms), measured.per_call_ms
+
+
+# --------------------------------------------------------------------------- failures never fail a run
+@pytest.fixture
+def no_known_reason(monkeypatch):
+    """Measure as if on a GPU with CUPTI free: what a failure of the profiler itself leads to."""
+    monkeypatch.setattr(gpu_time, "unavailable_reason", lambda device: None)
+    monkeypatch.setattr(gpu_time, "_process_reason", None)
+
+
+def test_a_profiler_that_records_nothing_is_a_reason_remembered_for_the_process(no_known_reason, monkeypatch):
+    class NothingRecorded:  # what torch.profiler gives where CUPTI is held by another tool
+        profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=list))
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(gpu_time, "_started_profiler", lambda: (NothingRecorded(), None))
+    ran = []
+    measured = gpu_time.measure_gpu_time(lambda: ran.append(1), 3, torch.device("cpu"))
+    assert isinstance(measured, str) and "recorded no device activity" in measured
+    assert len(ran) == 3
+    assert gpu_time._process_reason == measured  # later benchmarks get it without a profiler start
+
+
+def test_a_profiler_that_does_not_start_is_a_reason(no_known_reason, monkeypatch):
+    def refuse(self):
+        raise RuntimeError("Can't disable Kineto profiler when it's not running\nmore detail")
+
+    monkeypatch.setattr(torch.profiler.profile, "start", refuse)
+    measured = gpu_time.measure_gpu_time(lambda: None, 3, torch.device("cpu"))
+    assert measured == (
+        "torch.profiler did not start: RuntimeError: Can't disable Kineto profiler when it's not running"
+    )
+
+
+def test_an_error_of_the_function_itself_propagates(no_known_reason):
+    def failing():
+        raise ValueError("wrong shape")
+
+    with pytest.raises(ValueError, match="wrong shape"):
+        gpu_time.measure_gpu_time(failing, 3, torch.device("cpu"))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from model.optim import build_optimizer
-from perf.graph_capture import CAPTURE_WARMUP_CALLS, NotCapturable
+from perf.graph_capture import CAPTURE_WARMUP_CALLS, NotCapturable, capture
 from perf.graph_workloads import capture_forward, forward_workload, inference_forward, inference_model
 from perf.workloads import check_capturable, lm_workload, random_batch
 
@@ -165,3 +165,13 @@ def test_a_graphed_step_keeps_alive_what_its_graph_reads():
     del junk
     assert all(torch.isfinite(p).all() for p in workload.model.parameters())
     assert any(not torch.equal(b, p) for b, p in zip(before, workload.model.parameters(), strict=True))
+
+
+@pytest.mark.gpu
+@cuda_only
+def test_a_step_that_waits_on_the_host_cannot_be_captured_and_says_why():
+    """.item() synchronizes with the host, which a capturing stream refuses: a skip reason, not a crash."""
+    x = torch.ones(4, device=CUDA)
+    with pytest.raises(NotCapturable, match=r"^capture failed: \w+Error: "):
+        capture(lambda: x.sum().item(), CUDA)
+    torch.testing.assert_close(x.sum(), torch.tensor(4.0, device=CUDA))  # the device works on

@@ -189,6 +189,17 @@ def test_rounds_timed_elsewhere_are_recorded_as_they_were(synthetic_run):
     assert "gpu_ms" not in cpu and cpu["gpu_ms_absent"] == "the ranks ran on the CPU (gloo)"
 
 
+def test_gpu_time_failure_keeps_the_timed_rounds_and_says_why(synthetic_run):
+    proc, out = synthetic_run
+    (bench,) = [b for b in json.loads(out.read_text())["benchmarks"] if "fails_only_then" in b["name"]]
+    info = bench["extra_info"]
+    assert info["median_ms"] > 0 and "gpu_ms" not in info
+    assert info["gpu_ms_absent"] == "a call failed while GPU time was measured: RuntimeError: device lost"
+    # The end of the run counts the benchmarks without GPU time, by reason.
+    assert "no GPU busy time for 1 benchmark(s): a call failed while GPU time was measured" in proc.stdout
+    assert "no GPU busy time for" in proc.stdout and "runs on cpu" in proc.stdout
+
+
 def test_interleaved_run_reports_the_ratio(synthetic_run):
     _, out = synthetic_run
     (bench,) = [b for b in json.loads(out.read_text())["benchmarks"] if b["name"] == "test_interleaved_ratio"]

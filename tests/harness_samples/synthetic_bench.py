@@ -66,3 +66,15 @@ def test_recorded_rounds(bench):
 
 def test_recorded_rounds_without_gpu_time(bench):
     bench.record_rounds([0.010, 0.012, 0.011], work=Work(), gpu="the ranks ran on the CPU (gloo)")
+
+
+def test_gpu_time_of_a_call_that_fails_only_then(bench, monkeypatch):
+    # A call that fails in the extra calls after the timed rounds: the rounds stand, the reason is kept.
+    from perf import harness
+
+    def calls_fail(fn, calls, device):
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(harness, "unavailable_reason", lambda device: None)
+    monkeypatch.setattr(harness, "measure_gpu_time", calls_fail)
+    bench.run(lambda: torch.ones(8).sum(), work=Work(), warmup_steps=1)
