@@ -267,6 +267,9 @@ def _measured(activities: list[Activity], calls: int, profile_s: float) -> GpuTi
         per_call = split_calls(activities, calls)
     except ValueError as err:
         return str(err)
+    if not any(per_call):
+        # E.g. NCCL's all-reduce in a group of one rank: a GPU time of 0 would read as infinitely fast.
+        return "its calls ran no kernel, copy or memset on the GPU"
     busy_ms = tuple(busy_ns((a.start_ns, a.end_ns) for a in call) / 1e6 for call in per_call)
     counts = statistics.median(len(call) for call in per_call)
     return GpuTime(busy_ms, float(counts), profile_s)

@@ -50,6 +50,15 @@ def test_split_calls_assigns_activities_between_each_calls_markers():
     assert [[a.name for a in call] for call in calls] == [["gemm", "copy"], ["gemm"]]
 
 
+def test_calls_without_device_work_have_a_reason_not_a_zero():
+    assert gpu_time._measured([marker(0), marker(10), marker(20), marker(30)], 2, 0.1) == (
+        "its calls ran no kernel, copy or memset on the GPU"
+    )
+    one_busy = [marker(0), Activity("gemm", 2, 6), marker(10), marker(20), marker(30)]
+    measured = gpu_time._measured(one_busy, 2, 0.1)
+    assert measured.per_call_ms == (4e-6, 0.0)  # one call idle among others is a figure of its own
+
+
 def test_split_calls_refuses_a_profile_that_lost_markers():
     with pytest.raises(ValueError, match="3 of the 6 marker kernels around 3 calls"):
         split_calls([marker(0), Activity("gemm", 5, 10), marker(20), marker(30)], calls=3)
