@@ -21,14 +21,14 @@ from perf.workloads import lm_workload
 WARMUP_STEPS = 2
 
 
-@pytest.mark.parametrize("variant", GRAPH_VARIANTS)
-def test_forward_cuda_graph(
-    bench, device: torch.device, graph_preset: str, context: int, precision: str, variant: str
-):
+def _needs_cuda(device: torch.device) -> None:
     if device.type != "cuda":
         pytest.skip(f"needs a CUDA device: CUDA graphs capture and replay CUDA kernels; running on {device}")
-    workload = forward_workload(variant, graph_preset, precision, context, device)
-    bench.benchmark.group = f"cuda graph forward {graph_preset} {precision} ctx{context}"
+
+
+def _measure(bench, workload, mode: str, variant: str, preset: str, precision: str, context: int, **extra):
+    """Time one variant; both variants of a case share a group, and the end-of-run table pairs them."""
+    bench.benchmark.group = f"cuda graph {mode} {preset} {precision} ctx{context}"
     bench.run(
         workload.step,
         work=workload.work,
@@ -36,13 +36,23 @@ def test_forward_cuda_graph(
         suite="cuda_graph",
         variant=variant,
         launch=variant,
-        mode="inference_forward",
+        mode=mode,
         impl="sdpa",
-        preset=graph_preset,
+        preset=preset,
         precision=precision,
         context=context,
         batch=workload.config.batch_size,
+        **extra,
     )
+
+
+@pytest.mark.parametrize("variant", GRAPH_VARIANTS)
+def test_forward_cuda_graph(
+    bench, device: torch.device, graph_preset: str, context: int, precision: str, variant: str
+):
+    _needs_cuda(device)
+    workload = forward_workload(variant, graph_preset, precision, context, device)
+    _measure(bench, workload, "inference_forward", variant, graph_preset, precision, context)
 
 
 @pytest.mark.parametrize("variant", GRAPH_VARIANTS)
@@ -50,27 +60,12 @@ def test_train_step_cuda_graph(
     bench, tier, device: torch.device, graph_preset: str, context: int, precision: str, variant: str
 ):
     """Forward, backward and AdamW as one captured graph, against the same step launched op by op."""
-    if device.type != "cuda":
-        pytest.skip(f"needs a CUDA device: CUDA graphs capture and replay CUDA kernels; running on {device}")
+    _needs_cuda(device)
     try:
         workload = lm_workload(
             "train_step", "sdpa", graph_preset, precision, context, device, tier.optimizer, launch=variant
         )
     except NotCapturable as err:
         pytest.skip(f"{variant}: {err}")
-    bench.benchmark.group = f"cuda graph train_step {graph_preset} {precision} ctx{context}"
-    bench.run(
-        workload.step,
-        work=workload.work,
-        warmup_steps=WARMUP_STEPS,
-        suite="cuda_graph",
-        variant=variant,
-        launch=variant,
-        mode="train_step",
-        impl="sdpa",
-        preset=graph_preset,
-        precision=precision,
-        context=context,
-        batch=workload.config.batch_size,
-        optimizer=tier.optimizer,
-    )
+    optimizer = tier.optimizer
+    _measure(bench, workload, "train_step", variant, graph_preset, precision, context, optimizer=optimizer)

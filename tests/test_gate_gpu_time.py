@@ -75,14 +75,22 @@ def test_verdicts_judge_each_figure_both_runs_have():
 
 
 # --------------------------------------------------------------------------- stored runs
+def host_bound_gate(tmp_path, capsys, wall_ratio: float, gpu_ms_after: float) -> tuple[int, str]:
+    """The gate on a host-bound step (4 ms of GPU work in the baseline) whose wall time moved by
+    `wall_ratio` and whose GPU time became `gpu_ms_after`; every other benchmark unchanged."""
+    base = suite()
+    current = suite({HOST_BOUND: base[HOST_BOUND]["median"] * wall_ratio}, seed=4)
+    before = {**with_gpu(base), HOST_BOUND: host_bound_with_gpu(base[HOST_BOUND]["median"], 4.0)}
+    after = {**with_gpu(base), HOST_BOUND: host_bound_with_gpu(current[HOST_BOUND]["median"], gpu_ms_after)}
+    baseline, current_file = files(tmp_path, base, before, current, after)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current_file)
+    return code, out
+
+
 def test_host_bound_step_with_ten_percent_more_gpu_work_fails_on_gpu_time(tmp_path, capsys):
     """The case wall time misses: a host-bound step whose wall time reads faster (the host was quicker
     this run) while its GPU does 10% more work."""
-    base, current = suite(), suite({HOST_BOUND: suite()[HOST_BOUND]["median"] * 0.9}, seed=4)
-    before = {**with_gpu(base), HOST_BOUND: host_bound_with_gpu(base[HOST_BOUND]["median"], 4.0)}
-    after = {**with_gpu(base), HOST_BOUND: host_bound_with_gpu(current[HOST_BOUND]["median"], 4.4)}
-    baseline, current_file = files(tmp_path, base, before, current, after)
-    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current_file)
+    code, out = host_bound_gate(tmp_path, capsys, wall_ratio=0.9, gpu_ms_after=4.4)
     assert code == 1
     assert regression_rows(out) == [(GPU, HOST_BOUND)]
     assert out.splitlines()[-1].startswith("FAIL: 1 regression (1 in gpu time)")
@@ -90,11 +98,7 @@ def test_host_bound_step_with_ten_percent_more_gpu_work_fails_on_gpu_time(tmp_pa
 
 
 def test_same_gpu_time_with_a_wall_time_within_the_host_bound_threshold_passes(tmp_path, capsys):
-    base, current = suite(), suite({HOST_BOUND: suite()[HOST_BOUND]["median"] * 1.2}, seed=4)
-    before = {**with_gpu(base), HOST_BOUND: host_bound_with_gpu(base[HOST_BOUND]["median"], 4.0)}
-    after = {**with_gpu(base), HOST_BOUND: host_bound_with_gpu(current[HOST_BOUND]["median"], 4.01)}
-    baseline, current_file = files(tmp_path, base, before, current, after)
-    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current_file)
+    code, out = host_bound_gate(tmp_path, capsys, wall_ratio=1.2, gpu_ms_after=4.01)
     assert code == 0
     assert section(out, "host-bound, wall time slower") == [HOST_BOUND]
 
