@@ -29,8 +29,7 @@ from perf.regression_rule import (
     WALL,
     Timing,
     Z,
-    classify,
-    judge,
+    judge_figure,
     noise_bound,
     verdicts,
 )
@@ -153,10 +152,7 @@ def confirm(
                 still.append(change)
                 continue
             ratios[change.name, change.figure].append(timing.median_s / change.baseline.median_s)
-            if change.figure == WALL:
-                verdict = judge(change.baseline, timing, threshold, z, host_threshold)
-            else:
-                verdict = classify(change.baseline, timing, threshold, z)
+            verdict = judge_figure(change.figure, change.baseline, timing, threshold, z, host_threshold)
             (still if verdict == "slower" else not_persisted).append(change)
         remaining = still
 

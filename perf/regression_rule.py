@@ -140,6 +140,21 @@ def gpu_timing(extra_info: object) -> Timing | None:
     return Timing(gpu_ms / 1e3, median_standard_error(spread))
 
 
+def judge_figure(
+    figure: str,
+    baseline: Timing,
+    current: Timing,
+    threshold: float,
+    z: float,
+    host_threshold: float = HOST_BOUND_THRESHOLD,
+) -> str:
+    """One figure's verdict: the wall time by `judge` (the host-bound rule included), the GPU time by
+    `classify` at the threshold, host-bound or not."""
+    if figure == WALL:
+        return judge(baseline, current, threshold, z, host_threshold)
+    return classify(baseline, current, threshold, z)
+
+
 def verdicts(
     baseline: Mapping[str, Timing],
     current: Mapping[str, Timing],
@@ -147,17 +162,12 @@ def verdicts(
     z: float,
     host_threshold: float = HOST_BOUND_THRESHOLD,
 ) -> dict[str, str]:
-    """Per figure that both runs have ({'wall': ..., 'gpu': ...}), its verdict: the wall time by `judge`
-    (the host-bound rule included), the GPU time by `classify` at the threshold, host-bound or not."""
-    found = {}
-    for figure in FIGURES:
-        if figure in baseline and figure in current:
-            before, after = baseline[figure], current[figure]
-            if figure == WALL:
-                found[figure] = judge(before, after, threshold, z, host_threshold)
-            else:
-                found[figure] = classify(before, after, threshold, z)
-    return found
+    """Per figure that both runs have ({'wall': ..., 'gpu': ...}), its verdict by `judge_figure`."""
+    return {
+        figure: judge_figure(figure, baseline[figure], current[figure], threshold, z, host_threshold)
+        for figure in FIGURES
+        if figure in baseline and figure in current
+    }
 
 
 def overall(found: Mapping[str, str]) -> str:

@@ -36,7 +36,7 @@ class Compared:
     name: str  # node id
     baseline: dict[str, Timing]  # per figure: 'wall' always, 'gpu' where recorded
     current: dict[str, Timing]
-    verdicts: dict[str, str]  # per figure both runs have: gate.judge's or gate.classify's word
+    verdicts: dict[str, str]  # per figure both runs have: regression_rule.judge_figure's word
     gpu_missing: str | None  # why the GPU times were not compared; None when they were
 
     def ratio(self, figure: str = WALL) -> float | None:
