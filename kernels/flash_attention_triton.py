@@ -1,7 +1,8 @@
 """FlashAttention-2 forward and backward as Triton kernels.
 
 Layout of this module: the kernels, the tile configurations and their override, the launchers
-(which own every check and grid), the autograd.Function and the public function.
+(which own every check and grid), the registered operators with their autograd formula, and the
+public function.
 
 Algorithm (Dao, "FlashAttention-2", 2023): the forward walks over key tiles with an online
 softmax, keeping a running row max m and row sum l in fp32, and saves only the output O and the
@@ -1067,40 +1068,82 @@ def attention_backward(
     return dq, dk, dv
 
 
-# --------------------------------------------------------------------------- autograd
-class FlashAttentionTriton(torch.autograd.Function):
+# --------------------------------------------------------------------------- operators and autograd
+# Registered operators (torch.library) rather than a bare autograd.Function: torch.compile traces
+# through them with the fake implementations below and keeps the kernels opaque, with no graph
+# break (Dynamo cannot trace the autotuner's Python). The autograd formula is the backward operator.
+@torch.library.custom_op("kernels::flash_attention_forward", mutates_args=())
+def _forward_op(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """O in q's shape and dtype and L of shape q.shape[:-1] in fp32, from 3-d or 4-d inputs."""
+    out, lse = attention_forward(as_heads(q), as_heads(k), as_heads(v), is_causal)
+    return out.view(q.shape[:-1] + out.shape[-1:]), lse.view(q.shape[:-1])
+
+
+@_forward_op.register_fake
+def _(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return q.new_empty(q.shape[:-1] + v.shape[-1:]), q.new_empty(q.shape[:-1], dtype=torch.float32)
+
+
+@torch.library.custom_op("kernels::flash_attention_backward", mutates_args=())
+def _backward_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    grad_out: torch.Tensor,
+    is_causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV, contiguous, in the inputs' shapes and dtype."""
+    out4 = as_heads(out)
+    dq, dk, dv = attention_backward(
+        as_heads(q), as_heads(k), as_heads(v), out4, lse.view(out4.shape[:-1]), as_heads(grad_out), is_causal
+    )
+    return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)
+
+
+@_backward_op.register_fake
+def _(q, k, v, out, lse, grad_out, is_causal):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _save_for_backward(ctx, inputs, output) -> None:
+    q, k, v, is_causal = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.mark_non_differentiable(lse)
+    ctx.is_causal = bool(is_causal)
+
+
+def _backward(ctx, grad_out: torch.Tensor, _grad_lse: torch.Tensor | None):
+    q, k, v, out, lse = ctx.saved_tensors
+    check_output_grad(grad_out, out.shape, out.dtype)
+    dq, dk, dv = _backward_op(q, k, v, out, lse, grad_out, ctx.is_causal)
+    return dq, dk, dv, None
+
+
+_forward_op.register_autograd(_backward, setup_context=_save_for_backward)
+
+
+class FlashAttentionTriton:
     """softmax(q k^T / sqrt(d) [+ causal mask]) v with Triton kernels, forward and backward.
 
     q: (batch, seq_q, d) or (batch, heads, seq_q, d); k, v: the same rank with seq_k rows. Head dims
     16, 32, 64, 128; fp32 (TF32 dots), fp16, bf16. Saves the logsumexp L, shape q.shape[:-1], fp32.
+    `apply` runs the operators `torch.ops.kernels.flash_attention_forward` and `..._backward`, as an
+    autograd.Function's apply would.
     """
 
-    @classmethod
-    def apply(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False):
-        # torch.autograd.Function.apply takes keyword arguments only from torch 2.12 on.
-        return super().apply(q, k, v, is_causal)
-
     @staticmethod
-    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False):
+    def apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
         check_attention_inputs(q, k, v)
         _check_runnable(q)
-        out, lse = attention_forward(as_heads(q), as_heads(k), as_heads(v), is_causal)
-        out = out.view(q.shape[:-1] + out.shape[-1:])
-        lse = lse.view(q.shape[:-1])
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.is_causal = bool(is_causal)
+        out, _lse = _forward_op(q, k, v, bool(is_causal))
         return out
-
-    @staticmethod
-    def backward(ctx, grad_out: torch.Tensor):
-        q, k, v, out, lse = ctx.saved_tensors
-        check_output_grad(grad_out, out.shape, out.dtype)
-        out4 = as_heads(out)  # (B, H, Tq, d)
-        dq, dk, dv = attention_backward(
-            as_heads(q), as_heads(k), as_heads(v), out4, lse.view(out4.shape[:-1]), as_heads(grad_out),
-            ctx.is_causal,
-        )  # fmt: skip
-        return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape), None
 
 
 def flash_attention_triton(
