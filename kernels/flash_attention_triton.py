@@ -1097,11 +1097,7 @@ def _backward_impl(
 # Registered operators (torch.library) for torch.compile: it traces through them with the fake
 # implementations below and keeps the kernels opaque, with no graph break (Dynamo cannot trace the
 # autotuner's Python). The autograd formula is the backward operator.
-@torch.library.custom_op("kernels::flash_attention_forward", mutates_args=())
-def _forward_op(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return _forward_impl(q, k, v, is_causal)
+_forward_op = torch.library.custom_op("kernels::flash_attention_forward", _forward_impl, mutates_args=())
 
 
 @_forward_op.register_fake
@@ -1111,17 +1107,7 @@ def _(
     return q.new_empty(q.shape[:-1] + v.shape[-1:]), q.new_empty(q.shape[:-1], dtype=torch.float32)
 
 
-@torch.library.custom_op("kernels::flash_attention_backward", mutates_args=())
-def _backward_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    grad_out: torch.Tensor,
-    is_causal: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _backward_impl(q, k, v, out, lse, grad_out, is_causal)
+_backward_op = torch.library.custom_op("kernels::flash_attention_backward", _backward_impl, mutates_args=())
 
 
 @_backward_op.register_fake

@@ -1,7 +1,7 @@
 """FlashAttentionTriton as registered operators: torch.library's checks, and the model with
 attention="flash_triton" compiled whole (fullgraph: a graph break is an error) against eager.
 
-On the CPU the kernels run in Triton's interpreter, so the sizes stay small (about 10 s each here).
+On the CPU the kernels run in Triton's interpreter, so the sizes stay small (2-7 s a test here).
 """
 
 import pytest
