@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import torch
 
-HEAD_DIMS = (16, 32, 64, 128)
+# Every multiple of 8 from 16 to 256: the head dims of the model presets (80 for 2.7b) and the usual
+# others (96, 112, 160, 192, 256). 16 is the smallest tile a tensor-core matmul (tl.dot) takes.
+HEAD_DIMS = tuple(range(16, 257, 8))
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -49,7 +51,10 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
                 f"{tuple(q.shape[:-2])}; they must match"
             )
     if q.shape[-1] not in HEAD_DIMS:
-        raise ValueError(f"q has head dim {q.shape[-1]}; accepted: {', '.join(map(str, HEAD_DIMS))}")
+        raise ValueError(
+            f"q has head dim {q.shape[-1]}; accepted: multiples of 8 from {HEAD_DIMS[0]} to {HEAD_DIMS[-1]} "
+            f"({HEAD_DIMS[0]}, {HEAD_DIMS[1]}, ..., {HEAD_DIMS[-1]})"
+        )
     for name, t in (("k", k), ("v", v)):
         if t.shape[-1] != q.shape[-1]:
             raise ValueError(f"{name} has head dim {t.shape[-1]} but q has {q.shape[-1]}; they must match")

@@ -26,9 +26,16 @@ the dK/dV pass masks the query tiles from the key tile's start up to the larger 
 sizes, so any two tile sizes work there; the dQ pass needs its query tiles a multiple of its key
 tiles, so that the diagonal starts on a key tile boundary.
 
+Head dims: tl.arange and tl.dot take powers of two, so a head dim d runs as a main part of D_MAIN
+columns and, where d is not a power of two, a rest part of D_REST columns beside it (head_dim_parts):
+scores sum the two parts' dots, and each output, dQ, dK and dV part has a dot of its own. 80 = 64 + 16
+and 96 = 64 + 32 run without padding; other multiples of 8 pad the last part with zero columns (at
+most a quarter of the columns: padded_share), which loads mask and stores leave out.
+
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA):
 a descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end
-of a sequence returned as zeros; so do fp32 ones in the forward at head dim 128 (_loads_through_tma).
+of a sequence (or of the head dim, for a padded main part) returned as zeros; so do fp32 ones in the
+forward from 128 columns on (_loads_through_tma). A rest part moves through pointers.
 Other inputs (fp32 elsewhere, older GPUs, bases or strides not a multiple of 16 bytes) and calls too
 small to hide the descriptors' host cost (TMA_MIN_WORK, TMA_MIN_WORK_FP32) load through pointers.
 
@@ -75,6 +82,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import flash_triton_tuning
 from kernels.attention_inputs import as_heads, check_attention_inputs, check_output_grad
 
 try:  # host-side TMA descriptors: Triton 3.3 and later
@@ -86,7 +94,18 @@ except ImportError:  # pragma: no cover - older Triton loads through pointers on
 LOG2E = tl.constexpr(1.4426950408889634)
 
 
-# --------------------------------------------------------------------------- forward kernel
+# --------------------------------------------------------------------------- head dim parts
+# A head dim d runs as a main part of D_MAIN columns (a power of two) and, where d is not one, a rest
+# part of D_REST columns (a power of two, or 0 for none): tl.arange and tl.dot take only powers of
+# two. 80 = 64 + 16 and 96 = 64 + 32 run exactly; other widths pad the last part with zero columns,
+# masked on load and never stored (see head_dim_parts).
+@triton.jit
+def _head_dim_offsets(D_MAIN: tl.constexpr, D_REST: tl.constexpr):
+    """Column offsets of the main part and of the rest part; without a rest part its offsets are a
+    placeholder of 16 columns that nothing loads."""
+    return tl.arange(0, D_MAIN), D_MAIN + tl.arange(0, D_REST if D_REST > 0 else 16)
+
+
 @triton.jit
 def _batch_and_head(heads):
     """This program's (batch x head) index, batch and head, from the grid's second axis. int64: the
@@ -96,66 +115,124 @@ def _batch_and_head(heads):
 
 
 @triton.jit
-def _tile_ptrs(base, b, h, rows, offs_d, stride_b, stride_h, stride_row):
-    """Pointers to a (rows, head dim) tile of one batch and head; the head dim has unit stride."""
-    return base + b * stride_b + h * stride_h + rows[:, None] * stride_row + offs_d[None, :]
+def _tile_ptrs(base, b, h, rows, cols, stride_b, stride_h, stride_row):
+    """Pointers to a (rows, cols) tile of one batch and head; the head dim has unit stride."""
+    return base + b * stride_b + h * stride_h + rows[:, None] * stride_row + cols[None, :]
 
 
 @triton.jit
-def _strided_tile_ptrs(base, b, h, rows, offs_d, stride_b, stride_h, stride_row, stride_d):
-    """Pointers to a (rows, head dim) tile of one batch and head, with any strides."""
-    return base + b * stride_b + h * stride_h + rows[:, None] * stride_row + offs_d[None, :] * stride_d
+def _strided_tile_ptrs(base, b, h, rows, cols, stride_b, stride_h, stride_row, stride_d):
+    """Pointers to a (rows, cols) tile of one batch and head, with any strides."""
+    return base + b * stride_b + h * stride_h + rows[:, None] * stride_row + cols[None, :] * stride_d
 
 
 @triton.jit
-def _column_major_ptrs(base, bh, rows, offs_d, seq, HEAD_DIM: tl.constexpr):
-    """Pointers to a (rows, head dim) tile of a (batch x heads, head dim, seq) contiguous copy."""
-    return base + bh * HEAD_DIM * seq + rows[:, None] + offs_d[None, :] * seq
+def _column_major_ptrs(base, bh, rows, cols, seq, HEAD_DIM: tl.constexpr):
+    """Pointers to a (rows, cols) tile of a (batch x heads, head dim, seq) contiguous copy."""
+    return base + bh * HEAD_DIM * seq + rows[:, None] + cols[None, :] * seq
 
 
 @triton.jit
-def _column_major_copy_kernel(
-    Src, Dst, stride_b, stride_h, stride_t, heads, seq, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr
-):  # fmt: skip
-    """Dst (batch x heads, head dim, seq) from Src (batch, heads, seq, head dim): a tile is read along
-    the head dim and written along seq, both coalesced (Triton transposes it through shared memory)."""
-    bh, b, h = _batch_and_head(heads)
-    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    offs_d = tl.arange(0, HEAD_DIM)
-    in_range = (rows < seq)[:, None]
-    tile = tl.load(_tile_ptrs(Src, b, h, rows, offs_d, stride_b, stride_h, stride_t), mask=in_range)
-    tl.store(_column_major_ptrs(Dst, bh, rows, offs_d, seq, HEAD_DIM), tile, mask=in_range)
+def _contiguous_ptrs(base, bh, rows, cols, seq, HEAD_DIM: tl.constexpr):
+    """Pointers to a (rows, cols) tile of a contiguous (batch x heads, seq, head dim) tensor."""
+    return base + bh * seq * HEAD_DIM + rows[:, None] * HEAD_DIM + cols[None, :]
 
 
 @triton.jit
-def _load_rows(ptrs, desc, b, h, start, in_range, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr,
-               MASKED: tl.constexpr, USE_TMA: tl.constexpr):  # fmt: skip
-    """A (BLOCK, head dim) tile of rows from start: through a TMA descriptor over (batch, heads, seq, d),
-    whose reads past the end come back as zeros, or through pointers, masked to in_range if MASKED."""
-    if USE_TMA:
-        tile = desc.load([b, h, start, 0]).reshape(BLOCK, HEAD_DIM)
-    elif MASKED:
-        tile = tl.load(ptrs, mask=in_range[:, None], other=0.0)
+def _masked_load(ptrs, row_ok, col_ok, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """A tile through pointers, masked to row_ok (if ROWS) and col_ok (if COLS); 0 where masked."""
+    if ROWS and COLS:
+        tile = tl.load(ptrs, mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+    elif ROWS:
+        tile = tl.load(ptrs, mask=row_ok[:, None], other=0.0)
+    elif COLS:
+        tile = tl.load(ptrs, mask=col_ok[None, :], other=0.0)
     else:
         tile = tl.load(ptrs)
     return tile
 
 
 @triton.jit
+def _masked_store(ptrs, value, row_ok, col_ok, ROWS: tl.constexpr, COLS: tl.constexpr):
+    if ROWS and COLS:
+        tl.store(ptrs, value, mask=row_ok[:, None] & col_ok[None, :])
+    elif ROWS:
+        tl.store(ptrs, value, mask=row_ok[:, None])
+    elif COLS:
+        tl.store(ptrs, value, mask=col_ok[None, :])
+    else:
+        tl.store(ptrs, value)
+
+
+@triton.jit
+def _load_rest(ptrs, row_ok, col_ok, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr,
+               D_REST: tl.constexpr):  # fmt: skip
+    """The rest part of a tile (columns D_MAIN on), through pointers; 0.0 where there is none."""
+    if D_REST > 0:
+        tile = _masked_load(ptrs, row_ok, col_ok, ROWS, D_MAIN + D_REST > HEAD_DIM)
+    else:
+        tile = 0.0
+    return tile
+
+
+@triton.jit
+def _load_rows(ptrs, desc, b, h, start, row_ok, col_ok, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr,
+               D_MAIN: tl.constexpr, MASKED: tl.constexpr, USE_TMA: tl.constexpr):  # fmt: skip
+    """The main part of a (BLOCK, D_MAIN) tile of rows from start: through a TMA descriptor over
+    (batch, heads, seq, d), whose reads past the end of either dim come back as zeros, or through
+    pointers, masked to row_ok if MASKED and to the head dim where D_MAIN pads it."""
+    if USE_TMA:
+        tile = desc.load([b, h, start, 0]).reshape(BLOCK, D_MAIN)
+    else:
+        tile = _masked_load(ptrs, row_ok, col_ok, MASKED, D_MAIN > HEAD_DIM)
+    return tile
+
+
+@triton.jit
+def _store_rows(ptrs, ptrs_r, value, value_r, row_ok, col_ok, col_ok_r, ROWS: tl.constexpr,
+                HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr):  # fmt: skip
+    """Both parts of a tile through pointers: rows masked to row_ok if ROWS, padding columns never."""
+    _masked_store(ptrs, value, row_ok, col_ok, ROWS, D_MAIN > HEAD_DIM)
+    if D_REST > 0:
+        _masked_store(ptrs_r, value_r, row_ok, col_ok_r, ROWS, D_MAIN + D_REST > HEAD_DIM)
+
+
+@triton.jit
+def _column_major_copy_kernel(
+    Src, Dst, stride_b, stride_h, stride_t, heads, seq, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+):  # fmt: skip
+    """Dst (batch x heads, head dim, seq) from Src (batch, heads, seq, head dim): a tile is read along
+    the head dim and written along seq, both coalesced (Triton transposes it through shared memory).
+    BLOCK_D is the head dim rounded up to a power of two, its padding masked."""
+    bh, b, h = _batch_and_head(heads)
+    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (rows < seq)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    tile = tl.load(_tile_ptrs(Src, b, h, rows, offs_d, stride_b, stride_h, stride_t), mask=mask)
+    tl.store(_column_major_ptrs(Dst, bh, rows, offs_d, seq, HEAD_DIM), tile, mask=mask)
+
+
+# --------------------------------------------------------------------------- forward kernel
+@triton.jit
 def _forward_tiles(
-    acc, row_sum, row_max, q, k_ptrs, v_ptrs, desc_k, desc_v, b, h, stride_kn, stride_vn,
-    offs_m, offs_n, lo, hi, seq_k, qk_scale,
-    BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr, V_COLUMN_MAJOR: tl.constexpr,
+    acc, acc_r, row_sum, row_max, q, q_r, k_ptrs, v_ptrs, kr_ptrs, vr_ptrs, desc_k, desc_v, b, h,
+    stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, lo, hi, seq_k, qk_scale,
+    BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr,
+    MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr,
+    V_COLUMN_MAJOR: tl.constexpr,
 ):  # fmt: skip
     """Online softmax over key tiles [lo, hi): rescale what was accumulated when the row max grows."""
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n  # (BLOCK_N,)
         in_range = cols < seq_k
-        k = _load_rows(k_ptrs + start_n * stride_kn, desc_k, b, h, start_n, in_range,
-                       BLOCK_N, HEAD_DIM, MASKED, USE_TMA)  # fmt: skip
+        k = _load_rows(k_ptrs + start_n * stride_kn, desc_k, b, h, start_n, in_range, d_ok,
+                       BLOCK_N, HEAD_DIM, D_MAIN, MASKED, USE_TMA)  # fmt: skip
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # (BLOCK_M, BLOCK_N), unscaled
+        if D_REST > 0:
+            k_r = _load_rest(kr_ptrs + start_n * stride_kn, in_range, r_ok, MASKED, HEAD_DIM, D_MAIN, D_REST)
+            s = tl.dot(q_r, tl.trans(k_r), s, input_precision=DOT_PRECISION)
         if MASKED:
             keep = in_range[None, :]
             if IS_CAUSAL:
@@ -173,13 +250,16 @@ def _forward_tiles(
         row_sum = row_sum * correction + tl.sum(p, 1)
         acc = acc * correction[:, None]
         if USE_TMA and V_COLUMN_MAJOR:  # a (head dim, BLOCK_N) tile of the (batch, heads, d, seq) copy
-            v = tl.trans(desc_v.load([b, h, 0, start_n]).reshape(HEAD_DIM, BLOCK_N))
+            v = tl.trans(desc_v.load([b, h, 0, start_n]).reshape(D_MAIN, BLOCK_N))
         else:
-            v = _load_rows(v_ptrs + start_n * stride_vn, desc_v, b, h, start_n, in_range,
-                           BLOCK_N, HEAD_DIM, MASKED, USE_TMA)  # fmt: skip
+            v = _load_rows(v_ptrs + start_n * stride_vn, desc_v, b, h, start_n, in_range, d_ok,
+                           BLOCK_N, HEAD_DIM, D_MAIN, MASKED, USE_TMA)  # fmt: skip
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
+        if D_REST > 0:
+            v_r = _load_rest(vr_ptrs + start_n * stride_vn, in_range, r_ok, MASKED, HEAD_DIM, D_MAIN, D_REST)
+            acc_r = tl.dot(p.to(v_r.dtype), v_r, acc_r * correction[:, None], input_precision=DOT_PRECISION)
         row_max = new_max
-    return acc, row_sum, row_max
+    return acc, acc_r, row_sum, row_max
 
 
 @triton.jit
@@ -189,14 +269,15 @@ def _forward_kernel(
     stride_vb, stride_vh, stride_vn, stride_vd,
     heads, seq_q, seq_k, sm_scale,
     SEQ_Q_BUCKET, SEQ_K_BUCKET, WITH_DESCRIPTORS,  # autotuning keys only
-    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    V_COLUMN_MAJOR: tl.constexpr,
+    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, V_COLUMN_MAJOR: tl.constexpr,
     EVEN_M: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):  # fmt: skip
     """One program per (query tile, batch x head). Out and L are contiguous (batch, heads, seq_q, ...).
 
-    USE_TMA: q, k, v and Out move through the tensor memory accelerator (descriptors desc_*), which
-    loads a tile asynchronously into shared memory; otherwise through pointers (Q, K, V, Out).
+    USE_TMA: the main parts of q, k, v and Out move through the tensor memory accelerator (descriptors
+    desc_*), which loads a tile asynchronously into shared memory; otherwise through pointers (Q, K,
+    V, Out). A rest part of the head dim (D_REST) always moves through pointers.
     V_COLUMN_MAJOR: V is a column-major copy (TF32), and desc_v spans it as (batch, heads, d, seq).
     """
     # Causal: the last query tiles have the most keys to visit; starting them first shortens the tail.
@@ -207,16 +288,23 @@ def _forward_kernel(
 
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_d, offs_r = _head_dim_offsets(D_MAIN, D_REST)
+    d_ok, r_ok, m_ok = offs_d < HEAD_DIM, offs_r < HEAD_DIM, offs_m < seq_q
     q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
     k_ptrs = _tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn)
     # V is the B operand of P @ V, whose shared-memory tile TF32 tensor cores need contiguous along
     # the keys: fp32 launches pass a column-major V (stride_vn == 1), 16-bit ones a row-major one.
     v_ptrs = _strided_tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn, stride_vd)
+    kr_ptrs = _tile_ptrs(K, b, h, offs_n, offs_r, stride_kb, stride_kh, stride_kn)
+    vr_ptrs = _strided_tile_ptrs(V, b, h, offs_n, offs_r, stride_vb, stride_vh, stride_vn, stride_vd)
     b32, h32 = b.to(tl.int32), h.to(tl.int32)  # descriptor coordinates are 32-bit
-    q = _load_rows(q_ptrs, desc_q, b32, h32, start_m, offs_m < seq_q, BLOCK_M, HEAD_DIM, not EVEN_M, USE_TMA)
+    q = _load_rows(q_ptrs, desc_q, b32, h32, start_m, m_ok, d_ok, BLOCK_M, HEAD_DIM, D_MAIN, not EVEN_M,
+                   USE_TMA)  # fmt: skip
+    q_r = _load_rest(_tile_ptrs(Q, b, h, offs_m, offs_r, stride_qb, stride_qh, stride_qm), m_ok, r_ok,
+                     not EVEN_M, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
 
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, D_MAIN], dtype=tl.float32)
+    acc_r = tl.zeros([BLOCK_M, D_REST if D_REST > 0 else 16], dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     row_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     qk_scale = sm_scale * LOG2E  # the softmax runs on exp2
@@ -229,61 +317,65 @@ def _forward_kernel(
         end = tl.minimum(start_m + BLOCK_M, seq_k)
     else:
         end = seq_k
-    acc, row_sum, row_max = _forward_tiles(
-        acc, row_sum, row_max, q, k_ptrs, v_ptrs, desc_k, desc_v, b32, h32, stride_kn, stride_vn,
-        offs_m, offs_n, 0, full_tiles_end, seq_k, qk_scale,
-        BLOCK_N, HEAD_DIM, False, IS_CAUSAL, DOT_PRECISION, USE_TMA, V_COLUMN_MAJOR,
+    acc, acc_r, row_sum, row_max = _forward_tiles(
+        acc, acc_r, row_sum, row_max, q, q_r, k_ptrs, v_ptrs, kr_ptrs, vr_ptrs, desc_k, desc_v, b32, h32,
+        stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, 0, full_tiles_end, seq_k, qk_scale,
+        BLOCK_N, HEAD_DIM, D_MAIN, D_REST, False, IS_CAUSAL, DOT_PRECISION, USE_TMA, V_COLUMN_MAJOR,
     )  # fmt: skip
     # Tiles crossing the diagonal, and the ragged last tile of keys: masked.
-    acc, row_sum, row_max = _forward_tiles(
-        acc, row_sum, row_max, q, k_ptrs, v_ptrs, desc_k, desc_v, b32, h32, stride_kn, stride_vn,
-        offs_m, offs_n, full_tiles_end, end, seq_k, qk_scale,
-        BLOCK_N, HEAD_DIM, True, IS_CAUSAL, DOT_PRECISION, USE_TMA, V_COLUMN_MAJOR,
+    acc, acc_r, row_sum, row_max = _forward_tiles(
+        acc, acc_r, row_sum, row_max, q, q_r, k_ptrs, v_ptrs, kr_ptrs, vr_ptrs, desc_k, desc_v, b32, h32,
+        stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, full_tiles_end, end, seq_k, qk_scale,
+        BLOCK_N, HEAD_DIM, D_MAIN, D_REST, True, IS_CAUSAL, DOT_PRECISION, USE_TMA, V_COLUMN_MAJOR,
     )  # fmt: skip
 
-    out = acc / row_sum[:, None]
+    out = (acc / row_sum[:, None]).to(Out.dtype.element_ty)
+    out_r = (acc_r / row_sum[:, None]).to(Out.dtype.element_ty)
     lse = (row_max + tl.math.log2(row_sum)) / LOG2E  # natural-log logsumexp of the scores
-    o_ptrs = Out + bh * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    o_ptrs = _contiguous_ptrs(Out, bh, offs_m, offs_d, seq_q, HEAD_DIM)
+    or_ptrs = _contiguous_ptrs(Out, bh, offs_m, offs_r, seq_q, HEAD_DIM)
     l_ptrs = L + bh * seq_q + offs_m
-    if USE_TMA:  # rows past seq_q are not written
-        desc_o.store([b32, h32, start_m, 0], out.to(Out.dtype.element_ty).reshape(1, 1, BLOCK_M, HEAD_DIM))
-        tl.store(l_ptrs, lse, mask=offs_m < seq_q)
-    elif EVEN_M:
-        tl.store(o_ptrs, out.to(Out.dtype.element_ty))
-        tl.store(l_ptrs, lse)
+    if USE_TMA:  # rows past seq_q and columns past the head dim are not written
+        desc_o.store([b32, h32, start_m, 0], out.reshape(1, 1, BLOCK_M, D_MAIN))
+        if D_REST > 0:
+            _masked_store(or_ptrs, out_r, m_ok, r_ok, True, D_MAIN + D_REST > HEAD_DIM)
+        tl.store(l_ptrs, lse, mask=m_ok)
     else:
-        tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=(offs_m < seq_q)[:, None])
-        tl.store(l_ptrs, lse, mask=offs_m < seq_q)
+        _store_rows(o_ptrs, or_ptrs, out, out_r, m_ok, d_ok, r_ok, not EVEN_M, HEAD_DIM, D_MAIN, D_REST)
+        if EVEN_M:
+            tl.store(l_ptrs, lse)
+        else:
+            tl.store(l_ptrs, lse, mask=m_ok)
 
 
 # --------------------------------------------------------------------------- backward kernels
 @triton.jit
 def _row_dot_kernel(
     Out, DO, Delta, stride_dob, stride_doh, stride_dom, heads, seq_q,
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
 ):  # fmt: skip
-    """D = rowsum(dO * O) in fp32: the softmax's backward term, computed once per row."""
+    """D = rowsum(dO * O) in fp32: the softmax's backward term, computed once per row. BLOCK_D is the
+    head dim rounded up to a power of two, its padding masked."""
     bh, b, h = _batch_and_head(heads)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    rows = (offs_m < seq_q)[:, None]
-    o = tl.load(
-        Out + bh * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows, other=0.0
-    )
-    do = tl.load(
-        _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom), mask=rows, other=0.0
-    )
+    offs_d = tl.arange(0, BLOCK_D)
+    m_ok, d_ok = offs_m < seq_q, offs_d < HEAD_DIM
+    o = _masked_load(_contiguous_ptrs(Out, bh, offs_m, offs_d, seq_q, HEAD_DIM), m_ok, d_ok, True, True)
+    do_ptrs = _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom)
+    do = _masked_load(do_ptrs, m_ok, d_ok, True, True)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
-    tl.store(Delta + bh * seq_q + offs_m, delta, mask=offs_m < seq_q)
+    tl.store(Delta + bh * seq_q + offs_m, delta, mask=m_ok)
 
 
 @triton.jit
 def _dkdv_tiles(
-    dk, dv, k, v, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
-    desc_q, desc_do, desc_dq, dq_ptrs, b, h, offs_n, offs_m, lo, hi, seq_q, qk_scale,
-    BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, EVEN_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, COLUMN_MAJOR_COPIES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-    USE_TMA: tl.constexpr, TMA_REDUCE: tl.constexpr,
+    dk, dv, dk_r, dv_r, k, v, k_r, v_r, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, qr_ptrs, dor_ptrs, qcr_ptrs,
+    docr_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom, desc_q, desc_do, desc_dq, dq_ptrs, dqr_ptrs,
+    b, h, offs_n, offs_m, d_ok, r_ok, lo, hi, seq_q, qk_scale,
+    BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr,
+    EVEN_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    COLUMN_MAJOR_COPIES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr,
+    TMA_REDUCE: tl.constexpr,
 ):  # fmt: skip
     """Accumulate dK and dV of one key tile over query tiles [lo, hi), working on transposed tiles
     (keys along rows) so that every product is a plain dot with the key tile on the left. With
@@ -293,10 +385,10 @@ def _dkdv_tiles(
         rows = start_m + offs_m  # (BLOCK_M,)
         # Rows past seq_q load q = dO = 0 and D = 0, which makes their dS and dV terms exactly 0.
         in_range = rows < seq_q
-        q = _load_rows(q_ptrs + start_m * stride_qm, desc_q, b, h, start_m, in_range,
-                       BLOCK_M, HEAD_DIM, not EVEN_M, USE_TMA)  # fmt: skip
-        do = _load_rows(do_ptrs + start_m * stride_dom, desc_do, b, h, start_m, in_range,
-                        BLOCK_M, HEAD_DIM, not EVEN_M, USE_TMA)  # fmt: skip
+        q = _load_rows(q_ptrs + start_m * stride_qm, desc_q, b, h, start_m, in_range, d_ok,
+                       BLOCK_M, HEAD_DIM, D_MAIN, not EVEN_M, USE_TMA)  # fmt: skip
+        do = _load_rows(do_ptrs + start_m * stride_dom, desc_do, b, h, start_m, in_range, d_ok,
+                        BLOCK_M, HEAD_DIM, D_MAIN, not EVEN_M, USE_TMA)  # fmt: skip
         if EVEN_M:
             lse = tl.load(l_ptrs + start_m)  # (BLOCK_M,)
             delta = tl.load(delta_ptrs + start_m)
@@ -307,28 +399,46 @@ def _dkdv_tiles(
         # attention_backward), the same tiles otherwise.
         q_b, do_b = q, do
         if COLUMN_MAJOR_COPIES:
-            if EVEN_M:
-                q_b = tl.load(qc_ptrs + start_m)
-                do_b = tl.load(doc_ptrs + start_m)
-            else:
-                q_b = tl.load(qc_ptrs + start_m, mask=(rows < seq_q)[:, None], other=0.0)
-                do_b = tl.load(doc_ptrs + start_m, mask=(rows < seq_q)[:, None], other=0.0)
+            q_b = _masked_load(qc_ptrs + start_m, in_range, d_ok, not EVEN_M, D_MAIN > HEAD_DIM)
+            do_b = _masked_load(doc_ptrs + start_m, in_range, d_ok, not EVEN_M, D_MAIN > HEAD_DIM)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M)
+        if D_REST > 0:
+            q_r = _load_rest(qr_ptrs + start_m * stride_qm, in_range, r_ok, not EVEN_M, HEAD_DIM, D_MAIN,
+                             D_REST)  # fmt: skip
+            s_t = tl.dot(k_r, tl.trans(q_r), s_t, input_precision=DOT_PRECISION)
         p_t = tl.math.exp2(s_t * qk_scale - lse[None, :] * LOG2E)
         if CAUSAL_MASK:
             p_t = tl.where(offs_n[:, None] <= rows[None, :], p_t, 0.0)
         dv += tl.dot(p_t.to(do.dtype), do_b, input_precision=DOT_PRECISION)
         dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M)
+        if D_REST > 0:
+            do_r = _load_rest(dor_ptrs + start_m * stride_dom, in_range, r_ok, not EVEN_M, HEAD_DIM, D_MAIN,
+                              D_REST)  # fmt: skip
+            q_br, do_br = q_r, do_r
+            if COLUMN_MAJOR_COPIES:
+                q_br = _load_rest(qcr_ptrs + start_m, in_range, r_ok, not EVEN_M, HEAD_DIM, D_MAIN, D_REST)
+                do_br = _load_rest(docr_ptrs + start_m, in_range, r_ok, not EVEN_M, HEAD_DIM, D_MAIN, D_REST)
+            dv_r += tl.dot(p_t.to(do.dtype), do_br, input_precision=DOT_PRECISION)
+            dp_t = tl.dot(v_r, tl.trans(do_r), dp_t, input_precision=DOT_PRECISION)
         ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)
         dk += tl.dot(ds_t, q_b, input_precision=DOT_PRECISION)
+        if D_REST > 0:
+            dk_r += tl.dot(ds_t, q_br, input_precision=DOT_PRECISION)
         if ATOMIC_DQ:
             # Unscaled: the launcher's conversion of the fp32 sum multiplies by the scale once.
-            dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION)  # (BLOCK_M, D)
-            if TMA_REDUCE:  # one bulk add of the tile in L2; rows past seq_q are dropped
-                desc_dq.atomic_add([b, h, start_m, 0], dq.reshape(1, 1, BLOCK_M, HEAD_DIM))
+            dq = tl.dot(tl.trans(ds_t), k, input_precision=DOT_PRECISION)  # (BLOCK_M, D_MAIN)
+            if TMA_REDUCE:  # one bulk add of the tile in L2; rows past seq_q and padding are dropped
+                desc_dq.atomic_add([b, h, start_m, 0], dq.reshape(1, 1, BLOCK_M, D_MAIN))
+            elif D_MAIN > HEAD_DIM:
+                mask = in_range[:, None] & d_ok[None, :]
+                tl.atomic_add(dq_ptrs + start_m * HEAD_DIM, dq, mask=mask, sem="relaxed")
             else:
                 tl.atomic_add(dq_ptrs + start_m * HEAD_DIM, dq, mask=in_range[:, None], sem="relaxed")
-    return dk, dv
+            if D_REST > 0:
+                dq_r = tl.dot(tl.trans(ds_t), k_r, input_precision=DOT_PRECISION)  # (BLOCK_M, D_REST)
+                mask_r = in_range[:, None] & r_ok[None, :]
+                tl.atomic_add(dqr_ptrs + start_m * HEAD_DIM, dq_r, mask=mask_r, sem="relaxed")
+    return dk, dv, dk_r, dv_r
 
 
 @triton.jit
@@ -337,36 +447,44 @@ def _dkdv_program(
     stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
     stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
     start_n, seq_q, seq_k, sm_scale,
-    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    COLUMN_MAJOR_COPIES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr,
-    TMA_REDUCE: tl.constexpr,
+    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, COLUMN_MAJOR_COPIES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+    USE_TMA: tl.constexpr, TMA_REDUCE: tl.constexpr,
 ):  # fmt: skip
     """dK and dV of the key tile at start_n, over every query that sees it (and its share of their dQ
     with ATOMIC_DQ)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    k_ptrs = _tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn)
-    v_ptrs = _tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn)
+    offs_d, offs_r = _head_dim_offsets(D_MAIN, D_REST)
+    d_ok, r_ok, n_ok = offs_d < HEAD_DIM, offs_r < HEAD_DIM, offs_n < seq_k
     # Keys past seq_k load as 0; their rows of dK and dV are never stored.
-    if EVEN_N:
-        k = tl.load(k_ptrs)
-        v = tl.load(v_ptrs)
-    else:
-        k = tl.load(k_ptrs, mask=(offs_n < seq_k)[:, None], other=0.0)
-        v = tl.load(v_ptrs, mask=(offs_n < seq_k)[:, None], other=0.0)
+    k = _masked_load(_tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn), n_ok, d_ok,
+                     not EVEN_N, D_MAIN > HEAD_DIM)  # fmt: skip
+    v = _masked_load(_tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn), n_ok, d_ok,
+                     not EVEN_N, D_MAIN > HEAD_DIM)  # fmt: skip
+    k_r = _load_rest(_tile_ptrs(K, b, h, offs_n, offs_r, stride_kb, stride_kh, stride_kn), n_ok, r_ok,
+                     not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
+    v_r = _load_rest(_tile_ptrs(V, b, h, offs_n, offs_r, stride_vb, stride_vh, stride_vn), n_ok, r_ok,
+                     not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
     q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
     do_ptrs = _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom)
     qc_ptrs = _column_major_ptrs(QC, bh, offs_m, offs_d, seq_q, HEAD_DIM)
     doc_ptrs = _column_major_ptrs(DOC, bh, offs_m, offs_d, seq_q, HEAD_DIM)
+    qr_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_r, stride_qb, stride_qh, stride_qm)
+    dor_ptrs = _tile_ptrs(DO, b, h, offs_m, offs_r, stride_dob, stride_doh, stride_dom)
+    qcr_ptrs = _column_major_ptrs(QC, bh, offs_m, offs_r, seq_q, HEAD_DIM)
+    docr_ptrs = _column_major_ptrs(DOC, bh, offs_m, offs_r, seq_q, HEAD_DIM)
     l_ptrs = L + bh * seq_q + offs_m
     delta_ptrs = Delta + bh * seq_q + offs_m
-    dq_ptrs = DQ_ACC + bh * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    dq_ptrs = _contiguous_ptrs(DQ_ACC, bh, offs_m, offs_d, seq_q, HEAD_DIM)
+    dqr_ptrs = _contiguous_ptrs(DQ_ACC, bh, offs_m, offs_r, seq_q, HEAD_DIM)
     b32, h32 = b.to(tl.int32), h.to(tl.int32)  # descriptor coordinates are 32-bit
 
-    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dk = tl.zeros([BLOCK_N, D_MAIN], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, D_MAIN], dtype=tl.float32)
+    dk_r = tl.zeros([BLOCK_N, D_REST if D_REST > 0 else 16], dtype=tl.float32)
+    dv_r = tl.zeros([BLOCK_N, D_REST if D_REST > 0 else 16], dtype=tl.float32)
     qk_scale = sm_scale * LOG2E
     lo = 0
     if IS_CAUSAL:
@@ -374,63 +492,71 @@ def _dkdv_program(
         # the diagonal and take the mask, in query tiles from start_n (the larger of the two tile
         # sizes, both powers of two, spans them); later ones see the whole tile.
         diagonal_end = start_n + (BLOCK_N if BLOCK_N >= BLOCK_M else BLOCK_M)
-        dk, dv = _dkdv_tiles(
-            dk, dv, k, v, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
-            desc_q, desc_do, desc_dq, dq_ptrs, b32, h32, offs_n, offs_m,
+        dk, dv, dk_r, dv_r = _dkdv_tiles(
+            dk, dv, dk_r, dv_r, k, v, k_r, v_r, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, qr_ptrs, dor_ptrs,
+            qcr_ptrs, docr_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom, desc_q, desc_do, desc_dq,
+            dq_ptrs, dqr_ptrs, b32, h32, offs_n, offs_m, d_ok, r_ok,
             start_n, tl.minimum(diagonal_end, seq_q), seq_q, qk_scale,
-            BLOCK_M, HEAD_DIM, EVEN_M, True, DOT_PRECISION, COLUMN_MAJOR_COPIES,
+            BLOCK_M, HEAD_DIM, D_MAIN, D_REST, EVEN_M, True, DOT_PRECISION, COLUMN_MAJOR_COPIES,
             ATOMIC_DQ, USE_TMA, TMA_REDUCE,
         )  # fmt: skip
         lo = diagonal_end
-    dk, dv = _dkdv_tiles(
-        dk, dv, k, v, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom,
-        desc_q, desc_do, desc_dq, dq_ptrs, b32, h32, offs_n, offs_m, lo, seq_q, seq_q, qk_scale,
-        BLOCK_M, HEAD_DIM, EVEN_M, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
+    dk, dv, dk_r, dv_r = _dkdv_tiles(
+        dk, dv, dk_r, dv_r, k, v, k_r, v_r, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, qr_ptrs, dor_ptrs,
+        qcr_ptrs, docr_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom, desc_q, desc_do, desc_dq,
+        dq_ptrs, dqr_ptrs, b32, h32, offs_n, offs_m, d_ok, r_ok, lo, seq_q, seq_q, qk_scale,
+        BLOCK_M, HEAD_DIM, D_MAIN, D_REST, EVEN_M, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
         ATOMIC_DQ, USE_TMA, TMA_REDUCE,
     )  # fmt: skip
 
-    dk = dk * sm_scale
+    # dK and dV are contiguous (batch x heads, seq_k, head dim): one offset for both.
     offset = bh * seq_k * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
-    if EVEN_N:
-        tl.store(DK + offset, dk.to(DK.dtype.element_ty))
-        tl.store(DV + offset, dv.to(DV.dtype.element_ty))
-    else:
-        tl.store(DK + offset, dk.to(DK.dtype.element_ty), mask=(offs_n < seq_k)[:, None])
-        tl.store(DV + offset, dv.to(DV.dtype.element_ty), mask=(offs_n < seq_k)[:, None])
+    offset_r = bh * seq_k * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_r[None, :]
+    _store_rows(DK + offset, DK + offset_r, (dk * sm_scale).to(DK.dtype.element_ty),
+                (dk_r * sm_scale).to(DK.dtype.element_ty), n_ok, d_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN,
+                D_REST)  # fmt: skip
+    _store_rows(DV + offset, DV + offset_r, dv.to(DV.dtype.element_ty), dv_r.to(DV.dtype.element_ty),
+                n_ok, d_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
 
 
 @triton.jit
 def _dq_tiles(
-    dq, q, do, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, stride_kn, stride_vn,
-    offs_m, offs_n, lo, hi, seq_k, qk_scale,
-    BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    dq, dq_r, q, do, q_r, do_r, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, kr_ptrs, vr_ptrs, kcr_ptrs,
+    stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, lo, hi, seq_k, qk_scale,
+    BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr,
+    EVEN_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
     COLUMN_MAJOR_COPIES: tl.constexpr,
 ):  # fmt: skip
     """Accumulate dQ of one query tile over key tiles [lo, hi)."""
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
-        if EVEN_N:
-            k = tl.load(k_ptrs + start_n * stride_kn)  # (BLOCK_N, D)
-            v = tl.load(v_ptrs + start_n * stride_vn)
-        else:
-            # Keys past seq_k load as k = v = 0: their dS is finite and multiplies k = 0 into dQ.
-            k = tl.load(k_ptrs + start_n * stride_kn, mask=(cols < seq_k)[:, None], other=0.0)
-            v = tl.load(v_ptrs + start_n * stride_vn, mask=(cols < seq_k)[:, None], other=0.0)
+        # Keys past seq_k load as k = v = 0: their dS is finite and multiplies k = 0 into dQ.
+        n_ok = cols < seq_k
+        k = _masked_load(k_ptrs + start_n * stride_kn, n_ok, d_ok, not EVEN_N, D_MAIN > HEAD_DIM)
+        v = _masked_load(v_ptrs + start_n * stride_vn, n_ok, d_ok, not EVEN_N, D_MAIN > HEAD_DIM)
         k_b = k  # K as the B operand of dQ: from its column-major copy under TF32
         if COLUMN_MAJOR_COPIES:
-            if EVEN_N:
-                k_b = tl.load(kc_ptrs + start_n)
-            else:
-                k_b = tl.load(kc_ptrs + start_n, mask=(cols < seq_k)[:, None], other=0.0)
+            k_b = _masked_load(kc_ptrs + start_n, n_ok, d_ok, not EVEN_N, D_MAIN > HEAD_DIM)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # (BLOCK_M, BLOCK_N)
+        if D_REST > 0:
+            k_r = _load_rest(kr_ptrs + start_n * stride_kn, n_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)
+            s = tl.dot(q_r, tl.trans(k_r), s, input_precision=DOT_PRECISION)
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if CAUSAL_MASK:
             p = tl.where(cols[None, :] <= offs_m[:, None], p, 0.0)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)  # (BLOCK_M, BLOCK_N)
+        if D_REST > 0:
+            v_r = _load_rest(vr_ptrs + start_n * stride_vn, n_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)
+            dp = tl.dot(do_r, tl.trans(v_r), dp, input_precision=DOT_PRECISION)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k_b, input_precision=DOT_PRECISION)
-    return dq
+        if D_REST > 0:
+            k_br = k_r
+            if COLUMN_MAJOR_COPIES:
+                k_br = _load_rest(kcr_ptrs + start_n, n_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)
+            dq_r += tl.dot(ds.to(k.dtype), k_br, input_precision=DOT_PRECISION)
+    return dq, dq_r
 
 
 @triton.jit
@@ -439,57 +565,64 @@ def _dq_program(
     stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
     stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
     start_m, seq_q, seq_k, sm_scale,
-    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    COLUMN_MAJOR_COPIES: tl.constexpr,
+    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, COLUMN_MAJOR_COPIES: tl.constexpr,
 ):  # fmt: skip
     """dQ of the query tile at start_m, over every key it sees."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
-    do_ptrs = _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom)
+    offs_d, offs_r = _head_dim_offsets(D_MAIN, D_REST)
+    d_ok, r_ok, m_ok = offs_d < HEAD_DIM, offs_r < HEAD_DIM, offs_m < seq_q
+    q = _masked_load(_tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm), m_ok, d_ok,
+                     not EVEN_M, D_MAIN > HEAD_DIM)  # fmt: skip
+    do = _masked_load(_tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom), m_ok, d_ok,
+                      not EVEN_M, D_MAIN > HEAD_DIM)  # fmt: skip
+    q_r = _load_rest(_tile_ptrs(Q, b, h, offs_m, offs_r, stride_qb, stride_qh, stride_qm), m_ok, r_ok,
+                     not EVEN_M, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
+    do_r = _load_rest(_tile_ptrs(DO, b, h, offs_m, offs_r, stride_dob, stride_doh, stride_dom), m_ok, r_ok,
+                      not EVEN_M, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
     if EVEN_M:
-        q = tl.load(q_ptrs)
-        do = tl.load(do_ptrs)
         lse = tl.load(L + bh * seq_q + offs_m)
         delta = tl.load(Delta + bh * seq_q + offs_m)
     else:
-        in_range = offs_m < seq_q
-        q = tl.load(q_ptrs, mask=in_range[:, None], other=0.0)
-        do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
-        lse = tl.load(L + bh * seq_q + offs_m, mask=in_range, other=0.0)
-        delta = tl.load(Delta + bh * seq_q + offs_m, mask=in_range, other=0.0)
+        lse = tl.load(L + bh * seq_q + offs_m, mask=m_ok, other=0.0)
+        delta = tl.load(Delta + bh * seq_q + offs_m, mask=m_ok, other=0.0)
     lse2 = lse * LOG2E
     k_ptrs = _tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn)
     v_ptrs = _tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn)
     kc_ptrs = _column_major_ptrs(KC, bh, offs_n, offs_d, seq_k, HEAD_DIM)
+    kr_ptrs = _tile_ptrs(K, b, h, offs_n, offs_r, stride_kb, stride_kh, stride_kn)
+    vr_ptrs = _tile_ptrs(V, b, h, offs_n, offs_r, stride_vb, stride_vh, stride_vn)
+    kcr_ptrs = _column_major_ptrs(KC, bh, offs_n, offs_r, seq_k, HEAD_DIM)
 
-    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    dq = tl.zeros([BLOCK_M, D_MAIN], dtype=tl.float32)
+    dq_r = tl.zeros([BLOCK_M, D_REST if D_REST > 0 else 16], dtype=tl.float32)
     qk_scale = sm_scale * LOG2E
     if IS_CAUSAL:
-        dq = _dq_tiles(
-            dq, q, do, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-            0, tl.minimum(start_m, seq_k), seq_k, qk_scale, BLOCK_N, EVEN_N, False, DOT_PRECISION,
+        dq, dq_r = _dq_tiles(
+            dq, dq_r, q, do, q_r, do_r, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, kr_ptrs, vr_ptrs, kcr_ptrs,
+            stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, 0, tl.minimum(start_m, seq_k), seq_k, qk_scale,
+            BLOCK_N, HEAD_DIM, D_MAIN, D_REST, EVEN_N, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
+        )  # fmt: skip
+        dq, dq_r = _dq_tiles(
+            dq, dq_r, q, do, q_r, do_r, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, kr_ptrs, vr_ptrs, kcr_ptrs,
+            stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, start_m, tl.minimum(start_m + BLOCK_M, seq_k),
+            seq_k, qk_scale, BLOCK_N, HEAD_DIM, D_MAIN, D_REST, EVEN_N, True, DOT_PRECISION,
             COLUMN_MAJOR_COPIES,
         )  # fmt: skip
-        dq = _dq_tiles(
-            dq, q, do, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-            start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
-            BLOCK_N, EVEN_N, True, DOT_PRECISION, COLUMN_MAJOR_COPIES,
-        )  # fmt: skip
     else:
-        dq = _dq_tiles(
-            dq, q, do, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, stride_kn, stride_vn, offs_m, offs_n,
-            0, seq_k, seq_k, qk_scale, BLOCK_N, EVEN_N, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
+        dq, dq_r = _dq_tiles(
+            dq, dq_r, q, do, q_r, do_r, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, kr_ptrs, vr_ptrs, kcr_ptrs,
+            stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, 0, seq_k, seq_k, qk_scale,
+            BLOCK_N, HEAD_DIM, D_MAIN, D_REST, EVEN_N, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
         )  # fmt: skip
 
-    dq = dq * sm_scale
-    dq_ptrs = DQ + bh * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
-    if EVEN_M:
-        tl.store(dq_ptrs, dq.to(DQ.dtype.element_ty))
-    else:
-        tl.store(dq_ptrs, dq.to(DQ.dtype.element_ty), mask=(offs_m < seq_q)[:, None])
+    dq_ptrs = _contiguous_ptrs(DQ, bh, offs_m, offs_d, seq_q, HEAD_DIM)
+    dqr_ptrs = _contiguous_ptrs(DQ, bh, offs_m, offs_r, seq_q, HEAD_DIM)
+    _store_rows(dq_ptrs, dqr_ptrs, (dq * sm_scale).to(DQ.dtype.element_ty),
+                (dq_r * sm_scale).to(DQ.dtype.element_ty), m_ok, d_ok, r_ok, not EVEN_M, HEAD_DIM, D_MAIN,
+                D_REST)  # fmt: skip
 
 
 @triton.jit
@@ -499,7 +632,8 @@ def _backward_kernel(
     stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
     heads, seq_q, seq_k, sm_scale,
     SEQ_Q_BUCKET, SEQ_K_BUCKET, WITH_DESCRIPTORS,  # autotuning keys only
-    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
     EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr,
     BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr,
     COLUMN_MAJOR_COPIES: tl.constexpr, ATOMIC_DQ: tl.constexpr,
@@ -514,7 +648,7 @@ def _backward_kernel(
     ATOMIC_DQ: one pass instead. Key tile i's program also adds its share of every query tile's dQ
     into DQ_ACC (fp32, zeroed before launch, converted by the launcher), which saves recomputing the
     scores and dP for dQ at the price of the adds; with USE_TMA its q and dO tiles come through TMA
-    descriptors and (TMA_REDUCE) each add is one bulk reduction in L2.
+    descriptors and (TMA_REDUCE) each add of the head dim's main part is one bulk reduction in L2.
     """
     tl.static_assert(BLOCK_M2 % BLOCK_N2 == 0)
     tl.static_assert(DQ_ACC_ZEROED or not ATOMIC_DQ)
@@ -526,8 +660,8 @@ def _backward_kernel(
             stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
             stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
             pid * BLOCK_N1, seq_q, seq_k, sm_scale,
-            HEAD_DIM, IS_CAUSAL, DOT_PRECISION, EVEN_M1, EVEN_N1, BLOCK_M1, BLOCK_N1, COLUMN_MAJOR_COPIES,
-            ATOMIC_DQ, USE_TMA, TMA_REDUCE,
+            HEAD_DIM, D_MAIN, D_REST, IS_CAUSAL, DOT_PRECISION, EVEN_M1, EVEN_N1, BLOCK_M1, BLOCK_N1,
+            COLUMN_MAJOR_COPIES, ATOMIC_DQ, USE_TMA, TMA_REDUCE,
         )  # fmt: skip
     if not ATOMIC_DQ and pid * BLOCK_M2 < seq_q:
         _dq_program(
@@ -535,7 +669,8 @@ def _backward_kernel(
             stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
             stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
             pid * BLOCK_M2, seq_q, seq_k, sm_scale,
-            HEAD_DIM, IS_CAUSAL, DOT_PRECISION, EVEN_M2, EVEN_N2, BLOCK_M2, BLOCK_N2, COLUMN_MAJOR_COPIES,
+            HEAD_DIM, D_MAIN, D_REST, IS_CAUSAL, DOT_PRECISION, EVEN_M2, EVEN_N2, BLOCK_M2, BLOCK_N2,
+            COLUMN_MAJOR_COPIES,
         )  # fmt: skip
 
 
@@ -554,8 +689,8 @@ _ONE_PASS = {"ATOMIC_DQ": 1}
 # Candidates as block sizes, then (num_warps, num_stages) and any switches. Chosen from a sweep of 120 to 144
 # configurations per kernel on an H100 (bf16 and fp32, head dims 64 and 128, lengths 1024 to 16384):
 # these were within 3% of the best there. "wide" rows (head dim x element size >= 256 bytes) need
-# smaller tiles to fit in shared memory. The one-pass backward is a candidate for "narrow" rows only:
-# it was slower at head dim 128 (see the module docstring for the measurements).
+# smaller tiles to fit in shared memory. The one-pass backward is a candidate for "narrow" and "mid"
+# rows only: it was slower at head dim 128 (see the module docstring for the measurements).
 _CANDIDATES = {
     ("forward", "narrow"): [((64, 64), 4, 3), ((64, 64), 4, 2), ((128, 64), 8, 3), ((128, 64), 8, 4),
                             ((128, 64), 4, 3), ((128, 128), 8, 3), ((64, 128), 4, 3), ((64, 128), 4, 2)],
@@ -573,6 +708,26 @@ _CANDIDATES = {
                             ((128, 64), 4, 1), ((128, 32), 4, 1)],
     ("backward", "widest"): [((32, 128, 128, 64), 8, 1), ((32, 128, 128, 32), 8, 1),
                              ((16, 128, 128, 32), 8, 2), ((32, 64, 64, 32), 4, 2)],
+    # 16-bit rows of 80 or 96 columns (head dims 72 to 96, 2.7b's 80): narrow by bytes, but up to 1.5
+    # times the columns the narrow rows were chosen at. The narrow and wide tiles that Triton 3.6
+    # compiles for sm_90 without register spills at head dims 80 and 96 (two 4-warp narrow backward
+    # tiles spilled 416 to 488 bytes per thread there), one one-pass form among them.
+    ("forward", "mid"): [((64, 64), 4, 3), ((64, 64), 4, 2), ((128, 64), 8, 3), ((128, 64), 8, 4),
+                         ((128, 128), 8, 3), ((64, 128), 4, 3), ((64, 128), 4, 2), ((128, 32), 8, 3)],
+    ("backward", "mid"): [((32, 128, 128, 64), 8, 3), ((32, 64, 64, 32), 4, 2), ((16, 64, 64, 16), 4, 3),
+                          ((64, 128, 128, 64), 8, 2), ((32, 128, 128, 32), 8, 2), ((64, 128, 128, 32), 8, 2),
+                          ((64, 64, 64, 64), 4, 3, _ONE_PASS)],
+    # More than 128 columns (head dims 136 to 256): not swept on a GPU. The tiles that Triton 3.6 compiles
+    # for sm_90 within the shared memory of an H100 (227 KiB) and without register spills at head dims
+    # 160, 192 and 256; 4 warps spilled 0.2 to 6 KiB per thread in the backward, 8 warps none.
+    ("forward", "deep"): [((128, 64), 8, 2), ((128, 32), 8, 2), ((64, 64), 4, 2), ((64, 32), 4, 2),
+                          ((128, 64), 8, 3), ((64, 64), 8, 2)],
+    ("backward", "deep"): [((32, 64, 64, 32), 8, 2), ((16, 64, 64, 16), 8, 2), ((32, 32, 32, 32), 8, 2),
+                           ((16, 32, 32, 16), 8, 2), ((32, 32, 32, 32), 8, 3)],
+    ("forward", "deepest"): [((64, 32), 8, 2), ((32, 32), 8, 2), ((64, 16), 8, 2), ((128, 16), 8, 2),
+                             ((64, 16), 4, 2), ((32, 16), 4, 2)],
+    ("backward", "deepest"): [((16, 32, 32, 16), 8, 2), ((16, 16, 16, 16), 8, 2), ((16, 16, 16, 16), 4, 2),
+                              ((16, 32, 16, 16), 8, 2)],
 }  # fmt: skip
 # The CPU interpreter gets one small configuration: it is for correctness, and small tiles make
 # short test sequences span several tiles, diagonal and ragged ones included.
@@ -605,13 +760,42 @@ def _candidates(kernel: str) -> list[triton.Config]:
     return [_config(kernel, *row, width=width) for width in _WIDTHS for row in _CANDIDATES[kernel, width]]
 
 
-_WIDTHS = ("narrow", "wide", "widest")
+_WIDTHS = ("narrow", "mid", "wide", "widest", "deep", "deepest")
 
 
 def _row_width(head_dim: int, element_size: int) -> str:
-    """Bytes per row of a tile: 'widest' is fp32 at head dim 128, 'wide' is 256 bytes."""
-    row_bytes = head_dim * element_size
-    return "widest" if row_bytes >= 512 else "wide" if row_bytes >= 256 else "narrow"
+    """The candidates' class of a tile's rows, by the columns its parts hold (head_dim_parts): up to 128
+    columns by bytes per row ('narrow' below 256, 'wide' below 512, 'widest' fp32 at 128 columns),
+    16-bit rows of 80 or 96 columns 'mid'; more than 128 columns 'deep' (16-bit) or 'deepest' (fp32),
+    where the fp32 accumulators of dK and dV alone take BLOCK_N1 x 2 x columns x 4 bytes of registers."""
+    columns = sum(head_dim_parts(head_dim))
+    if columns > 128:
+        return "deepest" if element_size >= 4 else "deep"
+    row_bytes = columns * element_size
+    if row_bytes >= 256:
+        return "widest" if row_bytes >= 512 else "wide"
+    return "mid" if columns > 64 else "narrow"
+
+
+def head_dim_parts(head_dim: int) -> tuple[int, int]:
+    """(main, rest): the power-of-two column counts the kernels split a head dim into, rest 0 for none.
+
+    The main part is the largest power of two within the head dim; the rest, rounded up to a power of
+    two (16 at least, tl.dot's smallest), covers what is left: 80 = 64 + 16 and 96 = 64 + 32 exactly,
+    72 as 64 + 16 with 8 padding columns. Where the rest would be as wide as the main part, one tile of
+    twice the width does the same work with fewer dots (112 as 128).
+    """
+    main = max(16, 1 << (head_dim.bit_length() - 1))
+    if main >= head_dim:
+        return main, 0
+    rest = max(16, triton.next_power_of_2(head_dim - main))
+    return (2 * main, 0) if rest == main else (main, rest)
+
+
+def padded_share(head_dim: int) -> float:
+    """The share of the kernels' head-dim columns that are padding: matmul work that counts for nothing
+    (0 at 16, 32, 64, 80, 96, 128, 144, 160, 192, 256; 0.1 at 72; 0.125 at 112 and 224)."""
+    return 1 - head_dim / sum(head_dim_parts(head_dim))
 
 
 def _prune(configs, named_args, **kwargs):
@@ -749,7 +933,7 @@ def _fit_descriptors(
         if args["desc_q"] is None or (switch is not None and not args[switch]):
             return False
         for name, block in rows_of.items():
-            tile = [args[block], args["HEAD_DIM"]]
+            tile = [args[block], args["D_MAIN"]]
             if columns_if and args.get(columns_if.get(name, ""), False):
                 tile.reverse()
             args[name].block_shape = [1, 1, *tile]
@@ -788,8 +972,9 @@ _backward_fixed = triton.heuristics(
 
 class _Kernel:
     """A kernel launched three ways: forced (FLASH_TRITON_CONFIG), through Triton's autotuner the first
-    time a tuning key is seen, and from then on with that key's configuration straight through the
-    jit function.
+    time a tuning key is seen that the GPU's stored table (kernels/tuned/) does not hold, and from then
+    on, or from the first call of a stored key, with that key's configuration straight through the jit
+    function.
 
     The direct launch skips what the autotuner and heuristics do at every call: each rebuilds a dict
     of the kernel's 30 to 45 arguments, the heuristics once per rule. Here the dict is built once per
@@ -814,14 +999,26 @@ class _Kernel:
         q = named["Q"]
         return (*(named[name] for name in _AUTOTUNE_KEY), q.dtype, q.device)
 
+    def known(self, key: tuple) -> triton.Config | None:
+        """The key's configuration: tuned in this process, or stored for this GPU model (kernels/tuned/,
+        see kernels/flash_triton_tuning.py) and from then on kept as if tuned; None: the autotuner
+        chooses."""
+        config = self.chosen.get(key)
+        if config is None:
+            gpu = flash_triton_tuning.gpu_name_of(key[-1])
+            config = flash_triton_tuning.lookup(self.name, key, gpu, _could_choose)
+            if config is not None:
+                self.chosen[key] = config
+        return config
+
     def may_run(self, switch: str, named: dict) -> bool:
         """Whether a launch with these key arguments (named as the kernel's) may run a configuration
-        with `switch` on: the forced one, the key's tuned choice, or before tuning any candidate that
-        pruning keeps for it."""
+        with `switch` on: the forced one, the key's tuned or stored choice, or before tuning any
+        candidate that pruning keeps for it."""
         forced = forced_configs().get(self.name)
         if forced is not None:
             return bool(forced.get(switch))
-        config = self.chosen.get(self.key(named))
+        config = self.known(self.key(named))
         configs = [config] if config is not None else _prune(self.tuned.configs, named)
         return any(c.kwargs.get(switch) for c in configs)
 
@@ -833,7 +1030,7 @@ class _Kernel:
             return forced
         named = self.named(args, kwargs)
         key = self.key(named)
-        config = self.chosen.get(key)
+        config = self.known(key)
         if config is None:
             self.tuned[grid](*args, **kwargs)
             config = self.chosen[key] = self.tuned.best_config
@@ -846,6 +1043,14 @@ class _Kernel:
             self.fixed.fn[grid(named)](*args, **kwargs, **launch_options, **rules)
         self.last = config
         return config.kwargs
+
+
+def _could_choose(kernel: str, key: tuple, config: triton.Config) -> bool:
+    """Whether the autotuner could pick `config` at a tuning key: one of the candidates _prune keeps
+    for its head dim and dtype. A stored table's entries are checked with it."""
+    named = {"Q": torch.empty(0, dtype=key[5]), "HEAD_DIM": key[3]}
+    kept = _prune(_KERNELS[kernel].tuned.configs, named)
+    return any(flash_triton_tuning.same_config(config, c) for c in kept)
 
 
 _KERNELS = {
@@ -906,8 +1111,9 @@ def _column_major(t: torch.Tensor) -> torch.Tensor:
     if copy.numel():
         block = 16 if _interpreting() else 64
         _column_major_copy_kernel[(triton.cdiv(seq, block), batch * heads)](
-            t, copy, *t.stride()[:3], heads, seq, HEAD_DIM=head_dim, BLOCK_T=block
-        )
+            t, copy, *t.stride()[:3], heads, seq, HEAD_DIM=head_dim,
+            BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_T=block,
+        )  # fmt: skip
     return copy.transpose(-1, -2)
 
 
@@ -939,13 +1145,14 @@ TMA_MIN_WORK_FP32 = 2**35
 
 
 def _loads_through_tma(kernel: str, dtype: torch.dtype, head_dim: int) -> bool:
-    """Whether a launch takes descriptors: 16-bit inputs do, and fp32 ones in the forward at head dim 128,
-    where its pointer loads run at one pipeline stage and stage each K and V tile through registers.
-    There, on an H100, the forward with TMA took 0.66 to 0.74 times the time of pointer loads at 16384
-    tokens of sequence 4096 and 16384, causal or not. In standalone kernels (H100, (4, H, 4096, d),
-    non-causal), fp32 at head dim 64 and fp32's backward passes at 64 and 128 were 1.04 to 1.22 times
-    slower with it."""
-    return dtype != torch.float32 or (kernel == "forward" and _row_width(head_dim, 4) == "widest")
+    """Whether a launch takes descriptors: 16-bit inputs do, and fp32 ones in the forward from 128 columns
+    on (head dims 104 to 256), where its pointer loads run at one pipeline stage and stage each K and V
+    tile through registers. There, on an H100, the forward with TMA took 0.66 to 0.74 times the time of
+    pointer loads at head dim 128 and 16384 tokens of sequence 4096 and 16384, causal or not. In
+    standalone kernels (H100, (4, H, 4096, d), non-causal), fp32 at head dim 64 and fp32's backward
+    passes at 64 and 128 were 1.04 to 1.22 times slower with it."""
+    wide_fp32 = _row_width(head_dim, 4) in ("widest", "deepest")
+    return dtype != torch.float32 or (kernel == "forward" and wide_fp32)
 
 
 def _tma_can_load(work: int, *tensors: torch.Tensor) -> bool:
@@ -991,6 +1198,7 @@ def attention_forward(
     lse = torch.empty(batch, heads, seq_q, device=q.device, dtype=torch.float32)
     work = batch * heads * seq_q * seq_k * head_dim
     copies = _column_major_copies(q.dtype)
+    d_main, d_rest = head_dim_parts(head_dim)
     with _on_device(q.device):
         v = _column_major(v) if copies else _unit_stride_head_dim(v)
         # A column-major copy is read as the contiguous (batch, heads, d, seq) tensor it is.
@@ -1000,8 +1208,8 @@ def attention_forward(
             q, k, v, out, lse, *descriptors, *q.stride()[:3], *k.stride()[:3], *v.stride(),
             heads, seq_q, seq_k, 1.0 / math.sqrt(head_dim), _bucket(seq_q), _bucket(seq_k),
             descriptors[0] is not None,
-            HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), DOT_PRECISION=_dot_precision(q.dtype),
-            V_COLUMN_MAJOR=copies,
+            HEAD_DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, IS_CAUSAL=bool(is_causal),
+            DOT_PRECISION=_dot_precision(q.dtype), V_COLUMN_MAJOR=copies,
         )  # fmt: skip
     return out, lse
 
@@ -1029,6 +1237,7 @@ def attention_backward(
     dv = torch.empty(v.shape, device=v.device, dtype=v.dtype)
     copies = _column_major_copies(q.dtype)
     work = batch * heads * seq_q * seq_k * head_dim
+    d_main, d_rest = head_dim_parts(head_dim)
     # Whether the launch qualifies for TMA is part of the tuning key, whichever form then runs.
     with_descriptors = _loads_through_tma("backward", q.dtype, head_dim) and _tma_can_load(work, q, grad_out)
     key = {
@@ -1051,8 +1260,9 @@ def attention_backward(
         # Column-major copies for TF32, or the same tensors again (not read then).
         qc, kc, doc = (_column_major(t) for t in (q, k, grad_out)) if copies else (q, k, grad_out)
         _row_dot_kernel[(triton.cdiv(seq_q, rows), batch * heads)](
-            out, grad_out, delta, *grad_out.stride()[:3], heads, seq_q, HEAD_DIM=head_dim, BLOCK_M=rows
-        )
+            out, grad_out, delta, *grad_out.stride()[:3], heads, seq_q, HEAD_DIM=head_dim,
+            BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_M=rows,
+        )  # fmt: skip
         ran = _KERNELS["backward"].launch(
             lambda meta: (max(triton.cdiv(seq_k, meta["BLOCK_N1"]),
                               0 if meta["ATOMIC_DQ"] else triton.cdiv(seq_q, meta["BLOCK_M2"])),
@@ -1060,8 +1270,8 @@ def attention_backward(
             q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, *descriptors,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3],
             heads, seq_q, seq_k, sm_scale, key["SEQ_Q_BUCKET"], key["SEQ_K_BUCKET"], with_descriptors,
-            HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), DOT_PRECISION=_dot_precision(q.dtype),
-            COLUMN_MAJOR_COPIES=copies,
+            HEAD_DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, IS_CAUSAL=bool(is_causal),
+            DOT_PRECISION=_dot_precision(q.dtype), COLUMN_MAJOR_COPIES=copies,
         )  # fmt: skip
         if ran.get("ATOMIC_DQ"):
             _convert_dq(dq_acc, sm_scale, dq)
@@ -1155,8 +1365,9 @@ class _EagerFunction(torch.autograd.Function):
 class FlashAttentionTriton:
     """softmax(q k^T / sqrt(d) [+ causal mask]) v with Triton kernels, forward and backward.
 
-    q: (batch, seq_q, d) or (batch, heads, seq_q, d); k, v: the same rank with seq_k rows. Head dims
-    16, 32, 64, 128; fp32 (TF32 dots), fp16, bf16. Saves the logsumexp L, shape q.shape[:-1], fp32.
+    q: (batch, seq_q, d) or (batch, heads, seq_q, d); k, v: the same rank with seq_k rows. Head dims:
+    every multiple of 8 from 16 to 256; fp32 (TF32 dots), fp16, bf16. Saves the logsumexp L, shape
+    q.shape[:-1], fp32.
     `apply` works as an autograd.Function's would: eagerly through one, under torch.compile through
     the operators `torch.ops.kernels.flash_attention_forward` and `..._backward`.
     """

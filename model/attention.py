@@ -72,7 +72,7 @@ def reference_attention(
 def flash_pytorch_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = True
 ) -> torch.Tensor:
-    """kernels.FlashAttentionPyTorch: tiled online softmax in plain PyTorch (head dims 16 to 128)."""
+    """kernels.FlashAttentionPyTorch: tiled online softmax in plain PyTorch (head dims 16 to 256)."""
     from kernels.flash_attention_pytorch import flash_attention_pytorch  # imported on first use
 
     return flash_attention_pytorch(q, k, v, is_causal=is_causal)

@@ -135,11 +135,15 @@ def bad_inputs(device="cpu"):
         ),
         "head dim 8": (
             bad(device=device, q=(2, 3, 8, 8), k=(2, 3, 8, 8), v=(2, 3, 8, 8)),
-            r"q has head dim 8; accepted: 16, 32",
+            r"q has head dim 8; accepted: multiples of 8 from 16 to 256 \(16, 24, \.\.\., 256\)",
         ),
-        "head dim 256": (
-            bad(device=device, q=(1, 4, 256), k=(1, 4, 256), v=(1, 4, 256)),
-            r"q has head dim 256",
+        "head dim 20": (
+            bad(device=device, q=(1, 4, 20), k=(1, 4, 20), v=(1, 4, 20)),
+            r"q has head dim 20; accepted: multiples of 8 from 16 to 256",
+        ),
+        "head dim 264": (
+            bad(device=device, q=(1, 4, 264), k=(1, 4, 264), v=(1, 4, 264)),
+            r"q has head dim 264; accepted: multiples of 8 from 16 to 256",
         ),
         "k head dim": (
             bad(device=device, k=(2, 3, 8, 32)),

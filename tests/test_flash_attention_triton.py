@@ -44,6 +44,12 @@ BF16_ON_GPU = pytest.param(BF16, marks=needs_gpu)
 PINNED = "forward:BLOCK_M=64,BLOCK_N=32,num_warps=4; backward:BLOCK_M1=32,BLOCK_N1=64,BLOCK_M2=64,BLOCK_N2=32"
 
 
+# Tiles that fit every head dim's shared memory and registers, fp32 at 256 included.
+SMALL_TILES = (
+    "forward:BLOCK_M=32,BLOCK_N=16,num_warps=4; backward:BLOCK_M1=16,BLOCK_N1=16,BLOCK_M2=16,BLOCK_N2=16"
+)
+
+
 @pytest.fixture(autouse=True)
 def pinned_configuration(request, monkeypatch):
     if CUDA and "autotuned" not in request.keywords:
@@ -76,12 +82,41 @@ def test_differing_query_and_key_lengths(is_causal, seq_q, seq_k, dtype):
     check(*qkv((2, 2), seq_q, seq_k, 16, dtype), is_causal)
 
 
+# Each form of head_dim_parts: a power of two (16, 64, 128, 256), one part padded (24 as 32, 112 as
+# 128, 200 as 256), a main and a rest part (80 = 64 + 16, 96 = 64 + 32, 160 = 128 + 32, 192 = 128 + 64),
+# a padded rest (40 as 32 + 16, 72 as 64 + 16, 136 as 128 + 16).
+PART_FORMS = (16, 24, 40, 64, 72, 80, 96, 112, 128, 136, 160, 192, 200, 256)
+
+
 @pytest.mark.parametrize("dtype", [F32, F16])
-@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+@pytest.mark.parametrize("head_dim", PART_FORMS)
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_every_head_dim(is_causal, head_dim, dtype):
+def test_every_form_of_head_dim(monkeypatch, is_causal, head_dim, dtype):
+    if CUDA and head_dim > 128:  # the pinned tiles take more shared memory than fp32 rows this wide have
+        monkeypatch.setenv(fat.CONFIG_ENV, SMALL_TILES)
     torch.manual_seed(0)
-    check(*qkv((1, 2), 33, 33, head_dim, dtype), is_causal)
+    check(*qkv((1, 2), 33, 45, head_dim, dtype), is_causal)
+
+
+def test_head_dim_parts_cover_every_accepted_head_dim():
+    """Powers of two of at least 16 that cover the head dim, at most a quarter of them padding (24 as
+    32; 200 as 256 pads 22%), and the padded share that says so."""
+    for head_dim in HEAD_DIMS:
+        main, rest = fat.head_dim_parts(head_dim)
+        assert main >= 16 and main & (main - 1) == 0
+        assert rest == 0 or (rest >= 16 and rest & (rest - 1) == 0 and rest < main)
+        assert head_dim <= main + rest
+        assert fat.padded_share(head_dim) == pytest.approx(1 - head_dim / (main + rest))
+        assert fat.padded_share(head_dim) <= 0.25
+    assert [fat.head_dim_parts(d) for d in (64, 80, 96, 112, 160, 256)] == [
+        (64, 0),
+        (64, 16),
+        (64, 32),
+        (128, 0),
+        (128, 32),
+        (256, 0),
+    ]
+    assert all(fat.padded_share(d) == 0 for d in (16, 32, 64, 80, 96, 128, 160, 192, 256))
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
@@ -145,9 +180,9 @@ def test_descriptors_are_made_only_where_tma_can_load():
         assert fat._descriptors(fat.TMA_MIN_WORK_FP32, *fp32) is not None or not fat._has_tma(q.device)
 
 
-def test_fp32_loads_through_tma_only_in_the_forward_at_head_dim_128():
-    assert fat._loads_through_tma("forward", F32, 128)
-    assert not any(fat._loads_through_tma("forward", F32, d) for d in (16, 32, 64))
+def test_fp32_loads_through_tma_only_in_the_forward_from_128_columns():
+    assert all(fat._loads_through_tma("forward", F32, d) for d in (104, 112, 128, 160, 256))
+    assert not any(fat._loads_through_tma("forward", F32, d) for d in (16, 32, 64, 80, 96))
     assert not any(fat._loads_through_tma("backward", F32, d) for d in HEAD_DIMS)
     assert all(fat._loads_through_tma(kernel, dtype, 64) for kernel in fat._KERNELS for dtype in (F16, BF16))
 
@@ -276,6 +311,17 @@ def test_one_pass_backward_with_atomic_dq(monkeypatch, dq_conversions, is_causal
     assert dq_conversions  # the launcher converted the fp32 sum: the one-pass form ran
 
 
+@pytest.mark.parametrize("head_dim", [24, 80, 72])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_one_pass_backward_adds_every_part_of_the_head_dim(monkeypatch, dq_conversions, is_causal, head_dim):
+    """A padded main part (24 as 32) adds only the head dim's columns; a rest part (80 = 64 + 16, and
+    72 padded as 64 + 16) adds its own share beside the main part's."""
+    monkeypatch.setenv(fat.CONFIG_ENV, "backward:BLOCK_M1=16,BLOCK_N1=32,BLOCK_M2=16,BLOCK_N2=16,ATOMIC_DQ=1")
+    torch.manual_seed(0)
+    check(*qkv((1, 2), 50, 40, head_dim, F16), is_causal)
+    assert dq_conversions
+
+
 @pytest.mark.parametrize("dtype", [F32, F16])
 @pytest.mark.parametrize("atomic_dq", [0, 1])
 def test_only_the_one_pass_backward_gets_an_fp32_dq_and_descriptors(
@@ -399,6 +445,81 @@ def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, 
     assert f"ATOMIC_DQ: {atomic_dq}" in fat.chosen_configs()["backward"]
 
 
+# --------------------------------------------------------------------------- stored tables
+GPU_NAME = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture
+def stored_table(monkeypatch, tmp_path, autotuner_runs):
+    """write(entries) stores a table for this run's GPU (on the CPU a GPU is named for the interpreter's
+    launches) and points FLASH_TRITON_TUNING at it; the test starts as a fresh process would."""
+    from kernels import flash_triton_tuning as tuning
+
+    gpu = torch.cuda.get_device_name() if CUDA else GPU_NAME
+    monkeypatch.setattr(tuning, "gpu_name_of", lambda device: gpu)
+    monkeypatch.setenv(tuning.ENV, "off")  # until a table is written: the keys are tuned first
+    path = tmp_path / "table.json"
+
+    def write(entries, gpu_name=gpu):
+        info = {"name": gpu_name, "capability": "9.0", "driver": "580", "cuda": "13.0", "commit": None,
+                "dirty": False, "torch": torch.__version__, "triton": triton.__version__}  # fmt: skip
+        tuning.write_table(path, info, entries, "test")
+        for name in ("_NOTES", "_USED", "_VALID"):
+            monkeypatch.setattr(tuning, name, {})
+        tuning._read_stamped.cache_clear()
+        monkeypatch.setenv(tuning.ENV, str(path))
+
+    return write
+
+
+def _tuned_keys(q, k, v, causal):
+    """The forward's and backward's tuning keys of these inputs, from one autotuned call."""
+    out_and_grads(flash_attention_triton, q, k, v, torch.randn_like(q), causal)
+    return {name: next(iter(kernel.chosen)) for name, kernel in fat._KERNELS.items()}
+
+
+@pytest.mark.autotuned
+def test_a_stored_case_launches_its_configuration_without_the_autotuner(stored_table, autotuner_runs):
+    from kernels import flash_triton_tuning as tuning
+
+    torch.manual_seed(0)
+    q, k, v = qkv((1, 2), 70, 90, 32, F16)
+    keys = _tuned_keys(q, k, v, True)
+    chosen = {name: fat._KERNELS[name].chosen[key] for name, key in keys.items()}
+    stored_table([tuning.case_entry(name, keys[name], chosen[name]) for name in keys])
+    for kernel in fat._KERNELS.values():
+        kernel.chosen.clear()
+    autotuner_runs.update(forward=0, backward=0)
+    check(q, k, v, True)
+    assert autotuner_runs == {"forward": 0, "backward": 0}
+    assert {name: fat._KERNELS[name].chosen[keys[name]] for name in keys} == chosen
+    check(*qkv((1, 2), 70, 200, 32, F16), True)  # another key bucket: not stored, tuned
+    assert autotuner_runs == {"forward": 1, "backward": 1}
+
+
+@pytest.mark.autotuned
+@pytest.mark.parametrize("fault", ["another GPU", "not a candidate"])
+def test_a_stored_case_that_does_not_fit_is_tuned_with_a_note(stored_table, autotuner_runs, fault):
+    from kernels import flash_triton_tuning as tuning
+
+    torch.manual_seed(0)
+    q, k, v = qkv((1, 2), 40, 40, 16, F32)
+    keys = _tuned_keys(q, k, v, False)
+    config = fat._KERNELS["forward"].chosen[keys["forward"]]
+    if fault == "not a candidate":
+        config = triton.Config({"BLOCK_M": 256, "BLOCK_N": 256}, num_warps=2, num_stages=7)
+        stored_table([tuning.case_entry("forward", keys["forward"], config)])
+    else:
+        stored_table([tuning.case_entry("forward", keys["forward"], config)], gpu_name="NVIDIA H200")
+    for kernel in fat._KERNELS.values():
+        kernel.chosen.clear()
+    autotuner_runs.update(forward=0, backward=0)
+    with pytest.warns(tuning.TuningTableWarning):
+        check(q, k, v, False)
+    assert autotuner_runs["forward"] == 1
+    assert any("H200" in note or "1 of 1" in note or "drop" in note for note in tuning.describe(GPU_NAME))
+
+
 # --------------------------------------------------------------------------- GPU candidates
 @pytest.mark.parametrize("kernel", sorted(fat.BLOCK_NAMES))
 def test_gpu_candidates_survive_the_autotuning_cache(monkeypatch, kernel):
@@ -414,16 +535,27 @@ def test_gpu_candidates_survive_the_autotuning_cache(monkeypatch, kernel):
 
 
 @pytest.mark.parametrize(
-    "head_dim, dtype, width",
-    [(64, BF16, "narrow"), (128, BF16, "wide"), (32, F32, "narrow"), (64, F32, "wide"), (128, F32, "widest")],
+    "head_dim, dtype, widths",
+    [
+        (64, BF16, ["narrow"]),
+        (80, BF16, ["mid"]),
+        (96, F16, ["mid"]),
+        (128, BF16, ["wide"]),
+        (32, F32, ["narrow"]),
+        (64, F32, ["wide"]),
+        (80, F32, ["wide"]),
+        (128, F32, ["widest"]),
+        (192, BF16, ["deep"]),
+        (256, F32, ["deepest"]),
+    ],
 )
-def test_candidates_are_pruned_to_the_row_width(monkeypatch, head_dim, dtype, width):
+def test_candidates_are_pruned_to_the_row_width(monkeypatch, head_dim, dtype, widths):
     """... and fp32 keeps only the two-pass backward."""
     monkeypatch.setattr(fat, "_interpreting", lambda: False)
     q = torch.empty(1, dtype=dtype)
     for kernel in fat.BLOCK_NAMES:
         kept = fat._prune(fat._candidates(kernel), {"Q": q}, HEAD_DIM=head_dim)
-        rows = fat._CANDIDATES[kernel, width]
+        rows = [row for width in widths for row in fat._CANDIDATES[kernel, width]]
         if dtype == F32:
             rows = [row for row in rows if len(row) == 3]
         expected = [fat._config(kernel, *row) for row in rows]
@@ -442,6 +574,22 @@ def test_candidates_are_pruned_to_the_row_width(monkeypatch, head_dim, dtype, wi
 def test_long_sequences(is_causal, batch_heads, seq_q, seq_k, head_dim, dtype):
     torch.manual_seed(0)
     check(*qkv(batch_heads, seq_q, seq_k, head_dim, dtype), is_causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="long sequences take minutes in Triton's interpreter; run on a GPU")
+@pytest.mark.parametrize("dtype", [BF16, F16, F32])
+@pytest.mark.parametrize("head_dim", [80, 96, 24, 160, 256])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_long_sequences_at_every_form_of_head_dim(monkeypatch, is_causal, head_dim, dtype):
+    """With descriptors wherever the inputs allow them (here from any size): TMA tiles of the main part
+    wider than the head dim (24 as 32) and rest parts through pointers beside them."""
+    monkeypatch.setattr(fat, "TMA_MIN_WORK", 0)
+    monkeypatch.setattr(fat, "TMA_MIN_WORK_FP32", 0)
+    if head_dim > 128:
+        monkeypatch.setenv(fat.CONFIG_ENV, SMALL_TILES)
+    torch.manual_seed(0)
+    check(*qkv((1, 3), 1100, 1300, head_dim, dtype), is_causal)
 
 
 @pytest.mark.gpu
