@@ -20,7 +20,14 @@ from perf import gpu_time, harness
 from perf.attention_shapes import SWEEPS
 from perf.results import recorded_on
 from perf.summary_tables import SUMMARY_TABLES
-from perf.tiers import ALLREDUCE_SWEEP, AXIS_CHOICES, TIERS, Tier, largest_fitting_preset
+from perf.tiers import (
+    ALLREDUCE_SWEEP,
+    AXIS_CHOICES,
+    TIERS,
+    Tier,
+    largest_fitting_preset,
+    shape_filter_problem,
+)
 from perf.transfer_workloads import byte_size_label, parse_byte_size
 
 ROOT = Path(__file__).resolve().parent
@@ -44,8 +51,11 @@ AXES = {
     # Measurement suites, each on axes of its own (perf/tiers.py says which values per tier).
     "scaling_precision": ("scaling_precisions", ""),
     "scaling_shape": ("scaling_shapes", ""),
+    # Before the presets: the compile suite's ids begin with the context, as its baselines' names do.
+    "compile_context": ("compile_contexts", "ctx"),
     "compile_preset": ("compile_presets", ""),
     "compile_precision": ("compile_precisions", ""),
+    "compile_attention": ("compile_attentions", ""),
     "step_precision": ("step_precisions", ""),
     "matmul_size": ("matmul_sizes", "n"),
     "memory_preset": ("memory_presets", ""),
@@ -71,7 +81,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--precisions", help="comma-separated precisions: fp32, bf16, fp16")
     group.addoption("--contexts", help="comma-separated context lengths, e.g. 128,256,512,1024")
     group.addoption("--warmups", help="comma-separated warm-up step counts, e.g. 0,1,2,5")
-    group.addoption("--impls", help="comma-separated model implementations: naive, sdpa, reference")
+    group.addoption("--impls", help="comma-separated models: naive, sdpa, flash_triton, reference")
     group.addoption("--optimizer", help="train_step AdamW: own, torch (foreach), torch_fused (default)")
     group.addoption(
         "--launches",
@@ -195,6 +205,7 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
         scaling_head_dims=head_dims,
         # The measurement suites follow --presets, --precisions and --contexts too.
         compile_presets=presets,
+        compile_contexts=contexts,
         scaling_precisions=precisions,
         compile_precisions=precisions,
         step_precisions=precisions,
@@ -216,26 +227,10 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
     if tier.memory_presets is None:
         total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0
         tier = tier.with_overrides(memory_presets=(largest_fitting_preset(total),))
-    _check_attention_shapes(tier)
+    problem = shape_filter_problem(tier, given={"seqs": seqs is not None, "head-dims": head_dims is not None})
+    if problem:
+        raise pytest.UsageError(problem)
     return tier
-
-
-def _check_attention_shapes(tier: Tier) -> None:
-    """--seqs and --head-dims filter the sweeps' shapes; a filter that keeps none is a usage error."""
-    if tier.attention_shapes or tier.scaling_shapes:
-        return
-    shapes = [s for name in (*tier.attention_sweeps, "naive_scaling") for s in SWEEPS[name]]
-    wanted = [
-        f"{axis} in {', '.join(map(str, values))}"
-        for axis, values in (("seq", tier.seqs), ("head dim", tier.head_dims))
-        if values is not None
-    ]
-    raise pytest.UsageError(
-        f"--seqs/--head-dims: sweeps {', '.join(tier.attention_sweeps)}, naive_scaling have no shape with "
-        f"{' and '.join(wanted)} (tier '{tier.name}' and the options given); their seqs: "
-        f"{', '.join(map(str, sorted({s.seq for s in shapes})))}; head dims: "
-        f"{', '.join(map(str, sorted({s.head_dim for s in shapes})))}"
-    )
 
 
 # --------------------------------------------------------------------------- set-up and baselines
@@ -437,12 +432,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(axes, cases, ids=ids)
 
 
+# The value an axis leaves out of ids: the one every case had before the axis existed, so that those
+# cases keep the names their baselines have.
+UNNAMED = {"launch": "eager", "compile_attention": "sdpa"}
+
+
 def _case_id(axis: str, value: object) -> str:
-    """Byte counts read as 1MiB or 1GiB, not 1048576; an eager launch as nothing, so that the eager
-    steps keep the names their baselines have; other axes as their prefix and value."""
+    """Byte counts read as 1MiB or 1GiB, not 1048576; an eager launch and the compile suite's sdpa
+    attention as nothing (UNNAMED); other axes as their prefix and value."""
     if axis in ("transfer_size", "allreduce_size"):
         return byte_size_label(value)
-    if axis == "launch" and value == "eager":
+    if UNNAMED.get(axis) == value:
         return ""
     return f"{AXES[axis][1]}{value}"
 
@@ -528,6 +528,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if not getattr(config, "perf_collected", False):
         return
     notes = _cpu_notes(config) + config.perf_notes + gpu_time.run_notes([b.extra_info for b in results])
+    notes += _stored_tuning_notes()
     if results:
         tr.section("derived figures (median)", sep="-")
         tr.write_line(
@@ -568,6 +569,13 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         tr.section("perf notes", sep="-")
         for note in notes:
             tr.write_line(note)
+
+
+def _stored_tuning_notes() -> list[str]:
+    """Which stored Triton configurations the run launched, once the Triton kernels ran (imported
+    here only then: importing Triton's kernels early would fix the interpreter setting)."""
+    tuning = sys.modules.get("kernels.flash_triton_tuning")
+    return [f"flash_triton: {line}" for line in tuning.describe()] if tuning else []
 
 
 def _fmt(value: float | None, spec: str) -> str:

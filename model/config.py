@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 
 FLOP_MODES = ("forward", "forward_backward", "train_step")
+# How flops_per_token counts the attention scores: the causal half, or the whole square.
+ATTENTION_FLOP_COUNTS = ("causal", "full")
 
 
 @dataclass(frozen=True)
@@ -75,20 +77,28 @@ class ModelConfig:
         total = self.num_layers * per_layer + d + d * v
         return total + v * d if include_embedding else total
 
-    def flops_per_token(self, seq_len: int, mode: str = "forward") -> int:
+    def flops_per_token(self, seq_len: int, mode: str = "forward", *, attention: str = "causal") -> int:
         """Floating-point operations per token of a sequence of `seq_len` tokens.
 
         Convention of PaLM (Chowdhery et al., 2022, "PaLM: Scaling Language Modeling
         with Pathways", Appendix B), used for model FLOPs utilization (MFU):
 
             N_matmul = num_layers * (4 * d_model^2 + 3 * d_model * d_ff) + d_model * vocab_size
-            forward  = 2 * N_matmul + 4 * num_layers * seq_len * d_model
+            forward  = 2 * N_matmul + 4 * num_layers * seq_len * d_model    (attention="full")
+            forward  = 2 * N_matmul + 2 * num_layers * seq_len * d_model    (attention="causal")
 
         2 * N_matmul: one multiply and one add per weight of the q, k, v, o projections,
         the three SwiGLU matrices and the LM head (embedding lookup and norms do no
         matmul). 4 * num_layers * seq_len * d_model: QK^T and AV, each 2 * seq_len * d_model
-        per token, over the full seq_len x seq_len square, as the naive attention computes
-        it (causal kernels that skip the upper triangle do half, so their MFU reads low).
+        per token, over the whole seq_len x seq_len square, as PaLM counts them.
+
+        `attention="causal"` (the default) counts half of that square: the model's attention is
+        causal, and the upper triangle the mask removes is work a causal kernel skips (SDPA's
+        flash backend and kernels.FlashAttentionTriton do), so the step's useful work is half the
+        square, as the attention benchmarks count it (kernels.attention_inputs.attention_flops).
+        The naive attention computes the whole square and then masks it: its MFU counts the model's
+        work, not the masked half it does beyond it. `attention="full"` counts the whole square,
+        what a counter of the naive attention's matmuls (FlopCounterMode) sees.
 
         `forward_backward` and `train_step` are 3 * forward: the backward computes two
         matmuls (input and weight gradients) for each forward one; AdamW's elementwise
@@ -96,6 +106,10 @@ class ModelConfig:
         """
         if mode not in FLOP_MODES:
             raise ValueError(f"unknown mode {mode!r}; accepted: {', '.join(FLOP_MODES)}")
+        if attention not in ATTENTION_FLOP_COUNTS:
+            raise ValueError(
+                f"attention: unknown value {attention!r}; accepted: {', '.join(ATTENTION_FLOP_COUNTS)}"
+            )
         if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len <= 0:
             raise ValueError(f"seq_len must be a positive int; got {seq_len!r}")
         if seq_len > self.context_length:
@@ -104,7 +118,9 @@ class ModelConfig:
             )
         d, f, v, n_layers = self.d_model, self.d_ff, self.vocab_size, self.num_layers
         n_matmul = n_layers * (4 * d * d + 3 * d * f) + d * v
-        forward = 2 * n_matmul + 4 * n_layers * seq_len * d
+        # QK^T and AV per token: 2 * seq_len * d each over the whole square, half of it when causal.
+        attention_matmuls = (2 if attention == "causal" else 4) * n_layers * seq_len * d
+        forward = 2 * n_matmul + attention_matmuls
         return forward if mode == "forward" else 3 * forward
 
 

@@ -107,5 +107,7 @@ def forward_workload(
         # The bound method keeps the static input and the model alive: the graph reads both.
         step = capture_forward(forward, inputs).replay
     tokens = config.batch_size * context
-    work = Work(flops=config.flops_per_token(context, "forward") * tokens, tokens=tokens, precision=precision)
+    # The causal half of attention's score square: the work the model's causal attention does.
+    flops = config.flops_per_token(context, "forward", attention="causal") * tokens
+    work = Work(flops=flops, tokens=tokens, precision=precision)
     return ForwardWorkload(config, variant, step, work)

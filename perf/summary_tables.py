@@ -20,6 +20,7 @@ SUMMARY_TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
     (attention_report.DTYPE_COST_TITLE, attention_report.dtype_cost_table),
     (attention_report.SCALING_TITLE, attention_report.scaling_table),
     (compile_report.TITLE, compile_report.table),
+    (compile_report.ATTENTION_TITLE, compile_report.attention_table),
     *precision_report.TABLES,
     *memory_report.TABLES,
     (allreduce_report.TITLE, allreduce_report.table),

@@ -1,10 +1,11 @@
 """What torch.compile gains for the model: eager against compiled, forward and full training step.
 
-Parametrized by the tier (conftest.py): the compile suite's presets and precisions, and the context
-lengths; here: the step and the variant, so that eager and compiled of one case run one after the
-other and share a pytest-benchmark group. The compiled variant compiles in its first call, timed
-apart as compile_s; the timed rounds run what that call compiled. The end of the run sets the two
-side by side (perf/compile_report.py).
+Parametrized by the tier (conftest.py): the compile suite's presets, precisions, attention
+implementations and context lengths; here: the step and the variant, so that eager and compiled of
+one case run one after the other and share a pytest-benchmark group with the other attention
+implementation's. The compiled variant compiles in its first call, timed apart as compile_s; the
+timed rounds run what that call compiled. The end of the run sets the two variants side by side,
+and the attention implementations too (perf/compile_report.py).
 """
 
 from __future__ import annotations
@@ -17,12 +18,9 @@ from torch import nn
 
 from perf.compile_report import SUITE, VARIANTS
 from perf.compiling import compiled, graph_cache_lookups
-from perf.workloads import lm_workload
+from perf.workloads import ImplUnavailable, check_runnable, lm_workload
 
 COMPILE_MODES = ("forward", "train_step")
-# PyTorch's fused attention in both variants: the gain measured is the compile of everything around
-# attention (norms, RoPE, SwiGLU, residuals, the loss); attention alone is the attention suite's.
-ATTENTION = "sdpa"
 # Untimed calls after the first one, as in the end-to-end benchmarks.
 WARMUP_STEPS = 2
 
@@ -35,11 +33,21 @@ def test_compile_gain(
     device: torch.device,
     compile_preset: str,
     compile_precision: str,
-    context: int,
+    compile_attention: str,
+    compile_context: int,
     compile_mode: str,
     variant: str,
 ):
-    preset, precision, mode = compile_preset, compile_precision, compile_mode
+    """The model with `compile_attention` as its attention in both variants. Attention is one fused
+    kernel either way (SDPA's, or the Triton kernel's registered operators, an opaque node in the
+    compiled graph): the gain measured is the compile of everything around it (norms, RoPE, SwiGLU,
+    residuals, the loss); attention alone is the attention suite's."""
+    preset, precision, attention = compile_preset, compile_precision, compile_attention
+    mode, context = compile_mode, compile_context
+    try:
+        check_runnable(attention, device)
+    except ImplUnavailable as err:
+        pytest.skip(str(err))
     bench.benchmark.group = f"compile {mode} {preset} {precision} ctx{context}"
     with contextlib.ExitStack() as compile_state:
 
@@ -48,7 +56,7 @@ def test_compile_gain(
 
         workload = lm_workload(
             mode,
-            ATTENTION,
+            attention,
             preset,
             precision,
             context,
@@ -57,7 +65,8 @@ def test_compile_gain(
             compile_model=compile_model if variant == "compiled" else None,
         )
         # The compiled variant compiles here (forward and, for the training step, backward); the
-        # eager one's first call pays only for lazy initialization (cuBLAS handles, the allocator).
+        # eager one's first call pays only for lazy initialization (cuBLAS handles, the allocator)
+        # and, for flash_triton, the Triton kernels' JIT and autotuning.
         with graph_cache_lookups() as lookups:
             compile_s = bench.first_call(workload.step)
         # A recompile from here on would be timed as a step: make it an error instead.
@@ -73,7 +82,7 @@ def test_compile_gain(
                 precision=precision,
                 context=context,
                 batch=workload.config.batch_size,
-                impl=ATTENTION,
+                impl=attention,
                 optimizer=tier.optimizer if mode == "train_step" else None,
                 compile_s=compile_s,
                 graph_cache_hits=lookups["hits"],

@@ -1,7 +1,8 @@
 """End-to-end step time of the language model: forward, forward+backward, full training step.
 
-Parametrized by the tier (conftest.py): model implementation, preset, precision, context length,
-warm-up steps and launch (eager, or the whole step captured into a CUDA graph and replayed:
+Parametrized by the tier (conftest.py): model implementation (flash_triton, the model with the
+project's Triton kernel, runs on a CUDA GPU only and skips elsewhere), preset, precision, context
+length, warm-up steps and launch (eager, or the whole step captured into a CUDA graph and replayed:
 `--launches eager,cuda_graph`). `-k forward` selects forward benchmarks, `-k train_step` the
 training steps, `-k cuda_graph` the graphed ones.
 """
@@ -13,7 +14,7 @@ import torch
 
 from perf.graph_capture import NotCapturable
 from perf.tiers import TRAINING_BYTES_PER_PARAMETER
-from perf.workloads import lm_workload
+from perf.workloads import ImplUnavailable, lm_workload
 
 
 def _run(bench, tier, device, mode, impl, preset, precision, context, warmup, launch):
@@ -23,6 +24,8 @@ def _run(bench, tier, device, mode, impl, preset, precision, context, warmup, la
         )
     except NotCapturable as err:
         pytest.skip(f"{launch}: {err}")
+    except ImplUnavailable as err:
+        pytest.skip(str(err))
     # One table per shape, with the implementations and launches side by side.
     bench.benchmark.group = f"{mode} {preset} {precision} ctx{context} warm{warmup}"
     bench.run(
@@ -52,12 +55,18 @@ def test_train_step(bench, tier, device, impl, preset, precision, context, warmu
 
 
 def test_train_step_vs_reference(bench, tier, device, compared_impl, preset, precision, context):
-    """The project's model against the plain-PyTorch reference, steps interleaved round by round.
+    """The project's model (with SDPA, or with the Triton kernel on a GPU) against the plain-PyTorch
+    reference, steps interleaved round by round.
 
     Sequential medians of steps bound by host time (small presets in bf16) moved by up to 25%
     between runs on an H100 host; interleaved, both see the same drift and the ratio holds.
     """
-    workload = lm_workload("train_step", compared_impl, preset, precision, context, device, tier.optimizer)
+    try:
+        workload = lm_workload(
+            "train_step", compared_impl, preset, precision, context, device, tier.optimizer
+        )
+    except ImplUnavailable as err:
+        pytest.skip(str(err))
     needed = 2 * TRAINING_BYTES_PER_PARAMETER * workload.config.num_parameters()
     if device.type == "cuda" and needed > 0.9 * torch.cuda.get_device_properties(device).total_memory:
         pytest.skip(

@@ -15,9 +15,15 @@ from perf.attention_shapes import ATTENTION_MODES, SWEEPS, AttentionShape, selec
 from perf.attention_workloads import PROVIDERS
 from perf.workloads import LAUNCHES
 
-# The project's model with each attention implementation, and the plain-PyTorch reference model
-# (torch.nn modules and F.scaled_dot_product_attention) that it is measured against.
-MODEL_IMPLS = ("naive", "sdpa", "reference")
+# The project's model with each attention implementation (flash_triton: the project's Triton kernel,
+# CUDA only), and the plain-PyTorch reference model (torch.nn modules and
+# F.scaled_dot_product_attention) that it is measured against.
+MODEL_IMPLS = ("naive", "sdpa", "flash_triton", "reference")
+# Every implementation but the Triton kernel's, which runs on the CPU only in Triton's interpreter.
+CPU_MODEL_IMPLS = ("naive", "sdpa", "reference")
+# The compile suite's attention implementations: PyTorch's fused kernel, and the project's Triton
+# kernel (registered operators, so the model compiles whole with it: one opaque node per call).
+COMPILE_ATTENTIONS = ("sdpa", "flash_triton")
 CONTEXTS = (128, 256, 512, 1024)
 WARMUPS = (0, 1, 2, 5)
 
@@ -46,9 +52,12 @@ class Tier:
     scaling_seqs: tuple[int, ...] | None = None
     scaling_head_dims: tuple[int, ...] | None = None
     scaling_precisions: tuple[str, ...] = ("fp32",)
-    # torch.compile gains (perf/test_compile.py): presets and precisions compiled, whole model.
+    # torch.compile gains (perf/test_compile.py): presets, precisions, the model's attention
+    # implementations and context lengths compiled, whole model.
     compile_presets: tuple[str, ...] = ()
     compile_precisions: tuple[str, ...] = ()
+    compile_attentions: tuple[str, ...] = ("sdpa",)
+    compile_contexts: tuple[int, ...] = (512,)
     # Mixed precision (perf/test_mixed_precision.py): the training step in each precision, per preset.
     step_precisions: tuple[str, ...] = PRECISIONS
     # Square matmul sizes n of n x n @ n x n (perf/test_matmul.py).
@@ -96,7 +105,7 @@ TIERS: dict[str, Tier] = {
         precisions=("fp32",),
         contexts=(128,),
         warmups=(1,),
-        impls=MODEL_IMPLS,
+        impls=CPU_MODEL_IMPLS,
         # 12 benchmarks, about a minute on two cores with a cold inductor cache, nearly all of it
         # torch.compile: FlashAttentionPyTorch's unrolled key loop took 11 s (forward) and 18 s
         # (forward+backward) to compile at seq 128, 40-63 s at seq 256.
@@ -109,6 +118,7 @@ TIERS: dict[str, Tier] = {
         scaling_head_dims=(16, 64),
         compile_presets=("tiny",),
         compile_precisions=("fp32",),
+        compile_contexts=(128,),
         # bf16 and fp16 autocast run on the CPU, emulated: slow, but the step is tiny.
         step_precisions=PRECISIONS,
         matmul_sizes=(512,),
@@ -136,10 +146,16 @@ TIERS: dict[str, Tier] = {
         attention_providers=("naive", "flash_triton", "sdpa_flash", "sdpa_cudnn"),
         attention_modes=ATTENTION_MODES,
         attention_sweeps=("fixed_tokens",),
+        # Every head dim of the sweeps but 96, which the full tier adds: fixed_tokens runs 64, 80 (the
+        # 2.7b preset's, 2560 / 32) and 128, and the scaling sweep keeps 16 and 32 where
+        # --attention-sweeps chooses it.
+        head_dims=(16, 32, 64, 80, 128),
         # Compiling a 2.7b training step takes about a minute: the default tier compiles the
         # smallest and the largest preset, in bf16, where compiling gains the most.
         compile_presets=("small", "2.7b"),
         compile_precisions=("bf16",),
+        compile_attentions=COMPILE_ATTENTIONS,
+        compile_contexts=(512,),
         step_precisions=PRECISIONS,
         matmul_sizes=(8192,),
         memory_contexts=(128, 256, 512),
@@ -164,6 +180,12 @@ TIERS: dict[str, Tier] = {
         attention_sweeps=("scaling", "fixed_tokens"),
         compile_presets=("small", "medium", "large", "xl", "2.7b"),
         compile_precisions=("fp32", "bf16"),
+        compile_attentions=COMPILE_ATTENTIONS,
+        # 2048 adds a context where attention takes a larger share of the step: its work per token
+        # grows with the context, the rest does not (causal attention is 3.8% of small's forward
+        # FLOPs at 512, 13.5% at 2048; 2.7b's 1.2% and 4.7%). A context that does not fit the GPU
+        # is the suite's out-of-memory skip.
+        compile_contexts=(512, 2048),
         step_precisions=PRECISIONS,
         matmul_sizes=(1024, 2048, 4096, 8192, 16384),
         memory_contexts=(128, 256, 512, 1024),
@@ -176,6 +198,29 @@ TIERS: dict[str, Tier] = {
         bucket_sizes_mb=(1.0, 10.0, 100.0, 1000.0),
     ),
 }
+
+
+def shape_filter_problem(tier: Tier, given: dict[str, bool]) -> str | None:
+    """Why the tier's seq and head-dim filters keep no shape of its sweeps, naming where each filter
+    came from (`given`: whether --seqs, --head-dims set it), or None where some shape is kept."""
+    if tier.attention_shapes or tier.scaling_shapes:
+        return None
+    shapes = [s for name in (*tier.attention_sweeps, "naive_scaling") for s in SWEEPS[name]]
+
+    def source(option: str) -> str:
+        return f"--{option}" if given[option] else f"tier {tier.name!r}"
+
+    wanted = [
+        f"{axis} in {', '.join(map(str, values))} ({source(option)})"
+        for axis, option, values in (("seq", "seqs", tier.seqs), ("head dim", "head-dims", tier.head_dims))
+        if values is not None
+    ]
+    return (
+        f"--seqs/--head-dims: sweeps {', '.join(tier.attention_sweeps)}, naive_scaling have no shape with "
+        f"{' and '.join(wanted)}; their seqs: {', '.join(map(str, sorted({s.seq for s in shapes})))}; "
+        f"head dims: {', '.join(map(str, sorted({s.head_dim for s in shapes})))}"
+    )
+
 
 # fp32 weights, gradients and two AdamW states: bytes per parameter a training step keeps.
 TRAINING_BYTES_PER_PARAMETER = 16

@@ -32,8 +32,24 @@ def lm_config(preset: str, context: int) -> ModelConfig:
     return get_preset(preset).replace(context_length=context)
 
 
+# Model implementations that run only on a CUDA GPU, and why. On the CPU the Triton kernel runs in
+# Triton's interpreter alone (TRITON_INTERPRET=1): correct, and far too slow to say anything as a timing.
+CUDA_ONLY_IMPLS = {"flash_triton": "the Triton kernel needs a CUDA GPU"}
+
+
+class ImplUnavailable(Exception):
+    """A model implementation that cannot run on the benchmark's device; the message says why."""
+
+
+def check_runnable(impl: str, device: torch.device) -> None:
+    """ImplUnavailable, before anything is built, for an implementation this device cannot run."""
+    if impl in CUDA_ONLY_IMPLS and device.type != "cuda":
+        raise ImplUnavailable(f"{impl}: {CUDA_ONLY_IMPLS[impl]}; this run is on {device}")
+
+
 def build_model(impl: str, config: ModelConfig, device: torch.device) -> nn.Module:
-    """'naive' / 'sdpa': the project's TransformerLM with that attention; 'reference': plain PyTorch."""
+    """'naive' / 'sdpa' / 'flash_triton': the project's TransformerLM with that attention;
+    'reference': plain PyTorch."""
     if impl == "reference":
         return ReferenceLM(config, device=device)  # initialized on the device: 2.7b on the CPU takes seconds
     return TransformerLM(config, attention=impl, device=device)
@@ -74,11 +90,12 @@ def lm_workload(
     fp16 training steps scale the loss with a GradScaler, as fp16 gradients underflow without it;
     for fp32 and bf16 the scaler is disabled and passes every call through. launch="cuda_graph"
     captures the step (after warm-up calls, which train the model too) and returns its replay;
-    NotCapturable says why a step cannot be captured.
+    NotCapturable says why a step cannot be captured, ImplUnavailable why `impl` cannot run on `device`.
     """
     if mode not in FLOP_MODES:
         raise ValueError(f"unknown mode {mode!r}; accepted: {', '.join(FLOP_MODES)}")
     check_precision(precision)
+    check_runnable(impl, device)
     graphed = launch == "cuda_graph"
     if launch not in LAUNCHES:
         raise ValueError(f"launch: unknown value {launch!r}; accepted: {', '.join(LAUNCHES)}")
@@ -123,7 +140,9 @@ def lm_workload(
                 scaler.update()
 
     tokens = config.batch_size * config.context_length
-    flops = config.flops_per_token(context, mode) * tokens
+    # The causal half of attention's score square, for every implementation: the naive attention's
+    # masked half is work beyond the model's, not counted to its credit.
+    flops = config.flops_per_token(context, mode, attention="causal") * tokens
     if graphed:
         step = captured_step(step, device, before_capture=lambda: model.zero_grad(set_to_none=True))
     return LMWorkload(config, step, Work(flops=flops, tokens=tokens, precision=precision), model)

@@ -28,6 +28,7 @@ from perf.attention_workloads import (
     open_provider,
     relevant_reasons,
 )
+from perf.tiers import TIERS
 from tests.test_harness import SAMPLES, _child_pytest, _profiled_names
 
 CPU = torch.device("cpu")
@@ -37,12 +38,29 @@ SMALL = AttentionShape(batch=2, heads=3, seq=32, head_dim=16, causal=True)
 # --------------------------------------------------------------------------- shapes and FLOPs
 def test_fixed_tokens_sweep():
     cells = SWEEPS["fixed_tokens"]
-    assert len(cells) == len(set(cells)) == 12
+    assert len(cells) == len(set(cells)) == 24
     assert all(s.batch * s.seq == FIXED_TOKENS == 16384 for s in cells)
-    assert all(s.heads * s.head_dim == FIXED_WIDTH == 2048 for s in cells)
+    # Heads x head dim is 2048 where the head dim divides it, else the nearest whole number of heads.
+    assert FIXED_WIDTH == 2048
+    assert {(s.head_dim, s.heads) for s in cells} == {(64, 32), (80, 26), (96, 21), (128, 16)}
     assert {(s.head_dim, s.causal, s.seq) for s in cells} == {
-        (d, c, t) for d in (64, 128) for c in (True, False) for t in (1024, 4096, 16384)
+        (d, c, t) for d in (64, 80, 96, 128) for c in (True, False) for t in (1024, 4096, 16384)
     }
+
+
+def test_tiers_choose_the_fixed_tokens_head_dims():
+    def head_dims(tier: str, sweep: str = "fixed_tokens") -> list[int]:
+        shapes = TIERS[tier].with_overrides(attention_sweeps=(sweep,)).attention_shapes
+        return sorted({s.head_dim for s in shapes})
+
+    assert head_dims("default") == [64, 80, 128]
+    assert head_dims("full") == [64, 80, 96, 128]
+    # The default tier's filter leaves the scaling sweep whole where --attention-sweeps chooses it.
+    assert head_dims("default", "scaling") == [16, 32, 64, 128]
+    # The cells at head dims 64 and 128 are the ones they were: 32 and 16 heads, stored baselines' names.
+    names = {str(s) for s in TIERS["default"].attention_shapes}
+    assert {"b16-h32-s1024-d64-causal", "b1-h16-s16384-d128-full", "b4-h26-s4096-d80-causal"} <= names
+    assert len(names) == 18
 
 
 def test_scaling_sweep():
@@ -58,7 +76,7 @@ def test_select_shapes_filters_in_order_and_once():
     assert [str(s) for s in both] == ["b1-h16-s128-d32-causal", "b1-h16-s256-d32-causal"]
     assert select_shapes(["fixed_tokens"], seqs=[128]) == ()
     # b1-h16-s16384-d128-causal is in both sweeps: the full tier runs it once.
-    assert len(select_shapes(["scaling", "fixed_tokens"])) == 40 + 12 - 1
+    assert len(select_shapes(["scaling", "fixed_tokens"])) == 40 + 24 - 1
     # The naive attention's sweep: batch 8 of one head, 4 head dims x 5 lengths.
     naive = SWEEPS["naive_scaling"]
     assert len(naive) == 20 and {(s.batch, s.heads, s.causal) for s in naive} == {(8, 1, True)}
@@ -270,8 +288,13 @@ def test_ratio_table_empty_without_attention_results():
         ),
         (
             "--seqs=100",
-            "--seqs/--head-dims: sweeps scaling, naive_scaling have no shape with seq in 100 and head "
-            "dim in 32 (tier 'cpu' and the options given); their seqs: 128, 256,",
+            "--seqs/--head-dims: sweeps scaling, naive_scaling have no shape with seq in 100 (--seqs) and "
+            "head dim in 32 (tier 'cpu'); their seqs: 128, 256,",
+        ),
+        (
+            "--head-dims=48",
+            "--seqs/--head-dims: sweeps scaling, naive_scaling have no shape with seq in 128 (tier 'cpu') "
+            "and head dim in 48 (--head-dims); their seqs: 128, 256,",
         ),
     ],
 )

@@ -9,9 +9,10 @@ from torch._dynamo.testing import CompileCounter
 
 from model.loss import cross_entropy
 from model.transformer import TransformerLM
-from perf.compile_report import SUITE, TITLE, table
+from perf.compile_report import ATTENTION_TITLE, SUITE, TITLE, attention_table, table
 from perf.compiling import compiled, graph_cache_lookups
 from perf.workloads import lm_config, random_batch
+from tests.test_harness import _child_pytest
 
 _CONFIG = torch._dynamo.config
 # torch 2.7 renamed these and kept the old names; 2.6 has only the old ones.
@@ -113,8 +114,56 @@ def test_graph_cache_lookups_count_inside_the_block_only():
     assert lookups == {"hits": 2, "misses": 1}
 
 
-# --------------------------------------------------------------------------- table
-def _result(variant: str, median_ms: float | None, mode: str = "forward", preset: str = "tiny", **extra):
+# --------------------------------------------------------------------------- the suite's axes
+def _ids(proc) -> list[str]:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [line.split("::")[1] for line in proc.stdout.splitlines() if "::" in line]
+
+
+def test_sdpa_cases_keep_their_names_and_flash_triton_adds_its_own(tmp_path):
+    collect = ("perf/test_compile.py", "--collect-only", "--device=cpu")
+    ids = _ids(_child_pytest(tmp_path, *collect, "--tier=default", "--presets=small"))
+    # sdpa's ids are those of the stored baselines (the suite compiled sdpa alone).
+    assert ids == [
+        f"test_compile_gain[ctx512-small-bf16{attention}-{mode}-{variant}]"
+        for attention in ("", "-flash_triton")
+        for mode in ("forward", "train_step")
+        for variant in ("eager", "compiled")
+    ]
+    # The full tier adds context 2048; --contexts replaces the suite's contexts as the others'.
+    full = _ids(_child_pytest(tmp_path, *collect, "--tier=full"))
+    assert {i.split("-")[0] for i in full} == {"test_compile_gain[ctx512", "test_compile_gain[ctx2048"}
+    chosen = _ids(_child_pytest(tmp_path, *collect, "--tier=full", "--contexts=1024"))
+    assert {i.split("-")[0] for i in chosen} == {"test_compile_gain[ctx1024"}
+
+
+def test_flash_triton_skips_without_a_gpu(tmp_path):
+    proc = _child_pytest(
+        tmp_path,
+        "perf/test_compile.py",
+        "--tier=default",
+        "--device=cpu",
+        "--presets=tiny",
+        "--precisions=fp32",
+        "--contexts=32",
+        "-k",
+        "flash_triton",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (reason,) = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert reason.startswith("SKIPPED [4] perf/test_compile.py")  # every case, one reason
+    assert reason.endswith("flash_triton: the Triton kernel needs a CUDA GPU; this run is on cpu")
+
+
+# --------------------------------------------------------------------------- tables
+def _result(
+    variant: str,
+    median_ms: float | None,
+    mode: str = "forward",
+    preset: str = "tiny",
+    impl: str = "sdpa",
+    **extra,
+):
     info = dict(
         suite=SUITE,
         variant=variant,
@@ -123,6 +172,7 @@ def _result(variant: str, median_ms: float | None, mode: str = "forward", preset
         precision="fp32",
         context=128,
         batch=4,
+        impl=impl,
         compile_s=30.0 if variant == "compiled" else 0.5,
         graph_cache_hits=1 if variant == "compiled" else 0,
         graph_cache_misses=1 if variant == "compiled" else 0,
@@ -145,14 +195,72 @@ def test_table_sets_eager_beside_compiled():
     )
     assert len(lines) == 3
     header, forward, train_step = lines
-    assert header.split() == "mode preset prec ctx eager ms compiled ms speedup compile s cached".split()
-    assert forward.split() == ["forward", "tiny", "fp32", "128", "10.000", "4.000", "2.50x", "30.0", "1/2"]
+    columns = "mode preset prec ctx attention eager ms compiled ms speedup compile s cached"
+    assert header.split() == columns.split()
+    case = ["forward", "tiny", "fp32", "128", "sdpa"]
+    assert forward.split() == [*case, "10.000", "4.000", "2.50x", "30.0", "1/2"]
     # Only eager was timed: no speedup and no compile figures.
-    assert train_step.split() == ["train_step", "tiny", "fp32", "128", "30.000", "-", "-", "-", "-"]
+    assert train_step.split() == ["train_step", *case[1:], "30.000", "-", "-", "-", "-"]
     assert len({len(line) for line in lines}) == 1  # fixed width
     assert TITLE.count("\n") == 0
+
+
+def test_table_has_a_row_per_attention_implementation():
+    no_impl = _result("eager", 7.0, preset="mini")
+    del no_impl["impl"]  # a result that does not say its attention: still a row
+    lines = table(
+        [
+            _result("eager", 10.0),
+            _result("compiled", 4.0),
+            _result("eager", 8.0, impl="flash_triton"),
+            _result("compiled", 2.0, impl="flash_triton"),
+            no_impl,
+        ]
+    )
+    assert [line.split()[4] for line in lines[1:]] == ["sdpa", "flash_triton", "-"]
+    assert lines[2].split()[5:8] == ["8.000", "2.000", "4.00x"]
+    assert len({len(line) for line in lines}) == 1
 
 
 def test_table_is_empty_without_compile_results():
     assert table([]) == []
     assert table([{"provider": "naive", "median_ms": 1.0}, _result("eager", None)]) == []
+
+
+def test_attention_table_sets_the_implementations_side_by_side():
+    gpu = dict(gpu_ms=9.0, mfu=0.25)
+    lines = attention_table(
+        [
+            _result("eager", 10.0, **gpu),
+            _result("compiled", 4.0, gpu_ms=3.5, mfu=0.5),
+            _result("eager", 8.0, impl="flash_triton", gpu_ms=6.0, mfu=0.3),
+            _result("compiled", 5.0, impl="flash_triton"),  # no GPU time or MFU recorded
+            _result("eager", 1.0, impl="naive"),  # neither of the two: left out
+            _result("eager", 20.0, mode="train_step"),  # flash_triton did not run here (out of memory)
+            _result("compiled", 12.0, mode="train_step", impl="flash_triton"),  # sdpa did not run here
+            _result("compiled", None, mode="train_step"),  # untimed: not a result
+        ]
+    )
+    header, *rows = lines
+    assert header.split() == (
+        "mode preset prec ctx variant sdpa ms GPU ms MFU flash_triton ms GPU ms MFU ratio GPU ratio".split()
+    )
+    case = ["tiny", "fp32", "128"]
+    # sdpa's ms, GPU ms and MFU; flash_triton's; the ratios of the medians and of the GPU times.
+    assert [row.split() for row in rows] == [
+        ["forward", *case, "eager", "10.000", "9.000", "25.0%", "8.000", "6.000", "30.0%", "0.80", "0.67"],
+        ["forward", *case, "compiled", "4.000", "3.500", "50.0%", "5.000", "-", "-", "1.25", "-"],
+        ["train_step", *case, "eager", "20.000", "-", "-", "-", "-", "-", "-", "-"],
+        ["train_step", *case, "compiled", "-", "-", "-", "12.000", "-", "-", "-", "-"],
+    ]
+    assert len({len(line) for line in lines}) == 1  # fixed width, missing figures included
+    assert ATTENTION_TITLE.count("\n") == 0
+    assert "flash_triton against sdpa" in ATTENTION_TITLE
+    assert "below 1: flash_triton faster" in ATTENTION_TITLE
+
+
+def test_attention_table_is_empty_without_the_triton_kernel():
+    # The CPU tier compiles with sdpa alone: nothing to set beside it.
+    assert attention_table([_result("eager", 10.0), _result("compiled", 4.0)]) == []
+    assert attention_table([]) == []
+    assert attention_table([_result("eager", None, impl="flash_triton")]) == []  # untimed

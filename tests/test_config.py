@@ -49,16 +49,21 @@ def test_flops_per_token_hand_count_tiny():
     per_layer = 4 * 64 * 64 + 3 * 64 * 256  # q, k, v, o; w1, w2, w3
     n_matmul = 2 * per_layer + 64 * 10_000  # + LM head
     assert n_matmul == 771_072
-    attention = 4 * 2 * 100 * 64  # QK^T and AV at seq_len 100, 2 layers
-    assert tiny.flops_per_token(100) == 2 * 771_072 + attention == 1_593_344
-    assert tiny.flops_per_token(100, "forward_backward") == 3 * 1_593_344
-    assert tiny.flops_per_token(100, "train_step") == 3 * 1_593_344
+    # QK^T and AV at seq_len 100, 2 layers: causal counts half of the 100 x 100 square.
+    causal, full = 2 * 2 * 100 * 64, 4 * 2 * 100 * 64
+    assert tiny.flops_per_token(100) == 2 * 771_072 + causal == 1_567_744
+    assert tiny.flops_per_token(100, attention="causal") == 1_567_744
+    assert tiny.flops_per_token(100, "forward_backward") == 3 * 1_567_744
+    assert tiny.flops_per_token(100, "train_step") == 3 * 1_567_744
+    assert tiny.flops_per_token(100, attention="full") == 2 * 771_072 + full == 1_593_344
+    assert tiny.flops_per_token(100, "train_step", attention="full") == 3 * 1_593_344
 
 
 # Not seq_len 1: einsum lowers a (1 x d) @ (d x 1) product to an elementwise op, uncounted.
 @pytest.mark.parametrize("seq_len", [2, 17, 128])
 def test_flops_per_token_matches_flop_counter(seq_len):
-    # FlopCounterMode counts every matmul the naive model runs, attention included.
+    # FlopCounterMode counts every matmul the naive model runs, attention's whole masked square
+    # included: the full-square count.
     config = get_preset("tiny")
     batch = 2
     lm = TransformerLM(config, attention="naive")
@@ -70,8 +75,11 @@ def test_flops_per_token_matches_flop_counter(seq_len):
     tokens = batch * seq_len
     forward = forward_counter.get_total_flops()
     both = forward + backward_counter.get_total_flops()
-    assert forward == config.flops_per_token(seq_len, "forward") * tokens
-    assert both == config.flops_per_token(seq_len, "forward_backward") * tokens
+    assert forward == config.flops_per_token(seq_len, "forward", attention="full") * tokens
+    assert both == config.flops_per_token(seq_len, "forward_backward", attention="full") * tokens
+    # The causal count is the full one less half of the attention's matmuls.
+    half_square = 2 * config.num_layers * seq_len * config.d_model
+    assert config.flops_per_token(seq_len) == config.flops_per_token(seq_len, attention="full") - half_square
 
 
 def test_unknown_preset_lists_accepted():
@@ -82,6 +90,12 @@ def test_unknown_preset_lists_accepted():
 def test_unknown_flop_mode_lists_accepted():
     with pytest.raises(ValueError, match=r"accepted: forward, forward_backward, train_step"):
         get_preset("tiny").flops_per_token(16, "backward")
+
+
+@pytest.mark.parametrize("attention", ["half", "sdpa", True])
+def test_unknown_attention_count_names_the_argument(attention):
+    with pytest.raises(ValueError, match=r"attention: unknown value .*; accepted: causal, full"):
+        get_preset("tiny").flops_per_token(16, attention=attention)
 
 
 @pytest.mark.parametrize("seq_len", [0, 129, 1.5])

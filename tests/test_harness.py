@@ -14,7 +14,7 @@ import torch
 
 from perf import harness
 from perf.harness import TimingPolicy, Work, derived_figures, nvtx_range, peak_tflops
-from perf.workloads import lm_workload
+from perf.workloads import ImplUnavailable, lm_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = "tests/harness_samples/synthetic_bench.py"
@@ -317,3 +317,28 @@ def test_launches_add_graphed_steps_and_keep_the_eager_names(tmp_path):
         "test_train_step[sdpa-tiny-fp32-ctx128-warm1]",
         "test_train_step[sdpa-tiny-fp32-ctx128-warm1-cuda_graph]",
     ]
+
+
+def test_flash_triton_needs_a_cuda_gpu():
+    with pytest.raises(
+        ImplUnavailable, match="flash_triton: the Triton kernel needs a CUDA GPU; this run is on cpu"
+    ):
+        lm_workload("forward", "flash_triton", "tiny", "fp32", 32, torch.device("cpu"), optimizer="own")
+
+
+def test_end_to_end_flash_triton_skips_without_a_gpu_and_the_cpu_tier_leaves_it_out(tmp_path):
+    proc = _child_pytest(
+        tmp_path,
+        "perf/test_end_to_end.py",
+        "--presets=tiny",
+        "--contexts=32",
+        "--impls=flash_triton",
+        "-k",
+        "test_forward and not backward or vs_reference",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 skipped" in proc.stdout
+    assert proc.stdout.count("flash_triton: the Triton kernel needs a CUDA GPU; this run is on cpu") == 2
+    cpu_tier = _child_pytest(tmp_path, "perf/test_end_to_end.py", "--collect-only", "--presets=tiny")
+    assert cpu_tier.returncode == 0 and "sdpa-tiny" in cpu_tier.stdout
+    assert "flash_triton" not in cpu_tier.stdout

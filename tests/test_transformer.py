@@ -99,8 +99,8 @@ def test_reference_lm_same_parameters_and_matmul_flops():
         with FlopCounterMode(display=False) as counter:
             model(tokens)
         counted.append(counter.get_flop_counts()["Global"][torch.ops.aten.mm])
-    attention = 4 * CONFIG.num_layers * 17 * CONFIG.d_model
-    assert counted[0] == counted[1] == (CONFIG.flops_per_token(17) - attention) * tokens.numel()
+    causal_attention = 2 * CONFIG.num_layers * 17 * CONFIG.d_model  # QK^T and AV, half the square
+    assert counted[0] == counted[1] == (CONFIG.flops_per_token(17) - causal_attention) * tokens.numel()
 
 
 @pytest.mark.parametrize("attention", ["naive", "sdpa"])
