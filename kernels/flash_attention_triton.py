@@ -27,14 +27,14 @@ sizes, so any two tile sizes work there; the dQ pass needs its query tiles a mul
 tiles, so that the diagonal starts on a key tile boundary.
 
 Head dims: tl.arange and tl.dot take powers of two, so a head dim d runs as a main part of D_MAIN
-columns and, where d is not a power of two, a rest part of D_REST columns beside it (head_dim_parts):
-scores sum the two parts' dots, and each output, dQ, dK and dV part has a dot of its own. 80 = 64 + 16
-and 96 = 64 + 32 run without padding; other multiples of 8 pad the last part with zero columns (at
-most a quarter of the columns: padded_share), which loads mask and stores leave out.
+columns and, where what is left is a power of two of 16 or more, a rest part of D_REST columns beside
+it (head_dim_parts): scores sum the two parts' dots, and each output, dQ, dK and dV part has a dot of
+its own. 80 = 64 + 16 and 96 = 64 + 32 run without padding; other head dims run as one part of the
+next power of two, whose padding columns loads mask and stores leave out (padded_share).
 
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA):
 a descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end
-of a sequence (or of the head dim, for a padded main part) returned as zeros; so do fp32 ones in the
+of a sequence (or of the head dim, for a padded part) returned as zeros; so do fp32 ones in the
 forward from 128 columns on (_loads_through_tma). A rest part moves through pointers.
 Other inputs (fp32 elsewhere, older GPUs, bases or strides not a multiple of 16 bytes) and calls too
 small to hide the descriptors' host cost (TMA_MIN_WORK, TMA_MIN_WORK_FP32) load through pointers.
@@ -165,11 +165,14 @@ def _masked_store(ptrs, value, row_ok, col_ok, ROWS: tl.constexpr, COLS: tl.cons
 
 
 @triton.jit
-def _load_rest(ptrs, row_ok, col_ok, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr,
-               D_REST: tl.constexpr):  # fmt: skip
-    """The rest part of a tile (columns D_MAIN on), through pointers; 0.0 where there is none."""
+def _load_rest(ptrs, row_ok, ROWS: tl.constexpr, D_REST: tl.constexpr):
+    """The rest part of a tile (columns D_MAIN on), through pointers, masked to row_ok if ROWS; 0.0
+    where there is none. A rest part is never padded (head_dim_parts), so no column is masked."""
     if D_REST > 0:
-        tile = _masked_load(ptrs, row_ok, col_ok, ROWS, D_MAIN + D_REST > HEAD_DIM)
+        if ROWS:
+            tile = tl.load(ptrs, mask=row_ok[:, None], other=0.0)
+        else:
+            tile = tl.load(ptrs)
     else:
         tile = 0.0
     return tile
@@ -189,12 +192,12 @@ def _load_rows(ptrs, desc, b, h, start, row_ok, col_ok, BLOCK: tl.constexpr, HEA
 
 
 @triton.jit
-def _store_rows(ptrs, ptrs_r, value, value_r, row_ok, col_ok, col_ok_r, ROWS: tl.constexpr,
-                HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr):  # fmt: skip
+def _store_rows(ptrs, ptrs_r, value, value_r, row_ok, col_ok, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr,
+                D_MAIN: tl.constexpr, D_REST: tl.constexpr):  # fmt: skip
     """Both parts of a tile through pointers: rows masked to row_ok if ROWS, padding columns never."""
     _masked_store(ptrs, value, row_ok, col_ok, ROWS, D_MAIN > HEAD_DIM)
     if D_REST > 0:
-        _masked_store(ptrs_r, value_r, row_ok, col_ok_r, ROWS, D_MAIN + D_REST > HEAD_DIM)
+        _masked_store(ptrs_r, value_r, row_ok, col_ok, ROWS, False)
 
 
 @triton.jit
@@ -217,7 +220,7 @@ def _column_major_copy_kernel(
 @triton.jit
 def _forward_tiles(
     acc, acc_r, row_sum, row_max, q, q_r, k_ptrs, v_ptrs, kr_ptrs, vr_ptrs, desc_k, desc_v, b, h,
-    stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, lo, hi, seq_k, qk_scale,
+    stride_kn, stride_vn, offs_m, offs_n, d_ok, lo, hi, seq_k, qk_scale,
     BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr,
     MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_TMA: tl.constexpr,
     V_COLUMN_MAJOR: tl.constexpr,
@@ -231,7 +234,7 @@ def _forward_tiles(
                        BLOCK_N, HEAD_DIM, D_MAIN, MASKED, USE_TMA)  # fmt: skip
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # (BLOCK_M, BLOCK_N), unscaled
         if D_REST > 0:
-            k_r = _load_rest(kr_ptrs + start_n * stride_kn, in_range, r_ok, MASKED, HEAD_DIM, D_MAIN, D_REST)
+            k_r = _load_rest(kr_ptrs + start_n * stride_kn, in_range, MASKED, D_REST)
             s = tl.dot(q_r, tl.trans(k_r), s, input_precision=DOT_PRECISION)
         if MASKED:
             keep = in_range[None, :]
@@ -256,7 +259,7 @@ def _forward_tiles(
                            BLOCK_N, HEAD_DIM, D_MAIN, MASKED, USE_TMA)  # fmt: skip
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
         if D_REST > 0:
-            v_r = _load_rest(vr_ptrs + start_n * stride_vn, in_range, r_ok, MASKED, HEAD_DIM, D_MAIN, D_REST)
+            v_r = _load_rest(vr_ptrs + start_n * stride_vn, in_range, MASKED, D_REST)
             acc_r = tl.dot(p.to(v_r.dtype), v_r, acc_r * correction[:, None], input_precision=DOT_PRECISION)
         row_max = new_max
     return acc, acc_r, row_sum, row_max
@@ -289,7 +292,7 @@ def _forward_kernel(
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d, offs_r = _head_dim_offsets(D_MAIN, D_REST)
-    d_ok, r_ok, m_ok = offs_d < HEAD_DIM, offs_r < HEAD_DIM, offs_m < seq_q
+    d_ok, m_ok = offs_d < HEAD_DIM, offs_m < seq_q
     q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
     k_ptrs = _tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn)
     # V is the B operand of P @ V, whose shared-memory tile TF32 tensor cores need contiguous along
@@ -300,8 +303,8 @@ def _forward_kernel(
     b32, h32 = b.to(tl.int32), h.to(tl.int32)  # descriptor coordinates are 32-bit
     q = _load_rows(q_ptrs, desc_q, b32, h32, start_m, m_ok, d_ok, BLOCK_M, HEAD_DIM, D_MAIN, not EVEN_M,
                    USE_TMA)  # fmt: skip
-    q_r = _load_rest(_tile_ptrs(Q, b, h, offs_m, offs_r, stride_qb, stride_qh, stride_qm), m_ok, r_ok,
-                     not EVEN_M, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
+    q_r = _load_rest(_tile_ptrs(Q, b, h, offs_m, offs_r, stride_qb, stride_qh, stride_qm), m_ok,
+                     not EVEN_M, D_REST)  # fmt: skip
 
     acc = tl.zeros([BLOCK_M, D_MAIN], dtype=tl.float32)
     acc_r = tl.zeros([BLOCK_M, D_REST if D_REST > 0 else 16], dtype=tl.float32)
@@ -319,13 +322,13 @@ def _forward_kernel(
         end = seq_k
     acc, acc_r, row_sum, row_max = _forward_tiles(
         acc, acc_r, row_sum, row_max, q, q_r, k_ptrs, v_ptrs, kr_ptrs, vr_ptrs, desc_k, desc_v, b32, h32,
-        stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, 0, full_tiles_end, seq_k, qk_scale,
+        stride_kn, stride_vn, offs_m, offs_n, d_ok, 0, full_tiles_end, seq_k, qk_scale,
         BLOCK_N, HEAD_DIM, D_MAIN, D_REST, False, IS_CAUSAL, DOT_PRECISION, USE_TMA, V_COLUMN_MAJOR,
     )  # fmt: skip
     # Tiles crossing the diagonal, and the ragged last tile of keys: masked.
     acc, acc_r, row_sum, row_max = _forward_tiles(
         acc, acc_r, row_sum, row_max, q, q_r, k_ptrs, v_ptrs, kr_ptrs, vr_ptrs, desc_k, desc_v, b32, h32,
-        stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, full_tiles_end, end, seq_k, qk_scale,
+        stride_kn, stride_vn, offs_m, offs_n, d_ok, full_tiles_end, end, seq_k, qk_scale,
         BLOCK_N, HEAD_DIM, D_MAIN, D_REST, True, IS_CAUSAL, DOT_PRECISION, USE_TMA, V_COLUMN_MAJOR,
     )  # fmt: skip
 
@@ -338,10 +341,10 @@ def _forward_kernel(
     if USE_TMA:  # rows past seq_q and columns past the head dim are not written
         desc_o.store([b32, h32, start_m, 0], out.reshape(1, 1, BLOCK_M, D_MAIN))
         if D_REST > 0:
-            _masked_store(or_ptrs, out_r, m_ok, r_ok, True, D_MAIN + D_REST > HEAD_DIM)
+            tl.store(or_ptrs, out_r, mask=m_ok[:, None])
         tl.store(l_ptrs, lse, mask=m_ok)
     else:
-        _store_rows(o_ptrs, or_ptrs, out, out_r, m_ok, d_ok, r_ok, not EVEN_M, HEAD_DIM, D_MAIN, D_REST)
+        _store_rows(o_ptrs, or_ptrs, out, out_r, m_ok, d_ok, not EVEN_M, HEAD_DIM, D_MAIN, D_REST)
         if EVEN_M:
             tl.store(l_ptrs, lse)
         else:
@@ -371,7 +374,7 @@ def _row_dot_kernel(
 def _dkdv_tiles(
     dk, dv, dk_r, dv_r, k, v, k_r, v_r, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, qr_ptrs, dor_ptrs, qcr_ptrs,
     docr_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom, desc_q, desc_do, desc_dq, dq_ptrs, dqr_ptrs,
-    b, h, offs_n, offs_m, d_ok, r_ok, lo, hi, seq_q, qk_scale,
+    b, h, offs_n, offs_m, d_ok, lo, hi, seq_q, qk_scale,
     BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr,
     EVEN_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
     COLUMN_MAJOR_COPIES: tl.constexpr, ATOMIC_DQ: tl.constexpr, USE_TMA: tl.constexpr,
@@ -403,8 +406,7 @@ def _dkdv_tiles(
             do_b = _masked_load(doc_ptrs + start_m, in_range, d_ok, not EVEN_M, D_MAIN > HEAD_DIM)
         s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M)
         if D_REST > 0:
-            q_r = _load_rest(qr_ptrs + start_m * stride_qm, in_range, r_ok, not EVEN_M, HEAD_DIM, D_MAIN,
-                             D_REST)  # fmt: skip
+            q_r = _load_rest(qr_ptrs + start_m * stride_qm, in_range, not EVEN_M, D_REST)  # fmt: skip
             s_t = tl.dot(k_r, tl.trans(q_r), s_t, input_precision=DOT_PRECISION)
         p_t = tl.math.exp2(s_t * qk_scale - lse[None, :] * LOG2E)
         if CAUSAL_MASK:
@@ -412,12 +414,11 @@ def _dkdv_tiles(
         dv += tl.dot(p_t.to(do.dtype), do_b, input_precision=DOT_PRECISION)
         dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M)
         if D_REST > 0:
-            do_r = _load_rest(dor_ptrs + start_m * stride_dom, in_range, r_ok, not EVEN_M, HEAD_DIM, D_MAIN,
-                              D_REST)  # fmt: skip
+            do_r = _load_rest(dor_ptrs + start_m * stride_dom, in_range, not EVEN_M, D_REST)  # fmt: skip
             q_br, do_br = q_r, do_r
             if COLUMN_MAJOR_COPIES:
-                q_br = _load_rest(qcr_ptrs + start_m, in_range, r_ok, not EVEN_M, HEAD_DIM, D_MAIN, D_REST)
-                do_br = _load_rest(docr_ptrs + start_m, in_range, r_ok, not EVEN_M, HEAD_DIM, D_MAIN, D_REST)
+                q_br = _load_rest(qcr_ptrs + start_m, in_range, not EVEN_M, D_REST)
+                do_br = _load_rest(docr_ptrs + start_m, in_range, not EVEN_M, D_REST)
             dv_r += tl.dot(p_t.to(do.dtype), do_br, input_precision=DOT_PRECISION)
             dp_t = tl.dot(v_r, tl.trans(do_r), dp_t, input_precision=DOT_PRECISION)
         ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)
@@ -436,8 +437,7 @@ def _dkdv_tiles(
                 tl.atomic_add(dq_ptrs + start_m * HEAD_DIM, dq, mask=in_range[:, None], sem="relaxed")
             if D_REST > 0:
                 dq_r = tl.dot(tl.trans(ds_t), k_r, input_precision=DOT_PRECISION)  # (BLOCK_M, D_REST)
-                mask_r = in_range[:, None] & r_ok[None, :]
-                tl.atomic_add(dqr_ptrs + start_m * HEAD_DIM, dq_r, mask=mask_r, sem="relaxed")
+                tl.atomic_add(dqr_ptrs + start_m * HEAD_DIM, dq_r, mask=in_range[:, None], sem="relaxed")
     return dk, dv, dk_r, dv_r
 
 
@@ -457,16 +457,16 @@ def _dkdv_program(
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
     offs_d, offs_r = _head_dim_offsets(D_MAIN, D_REST)
-    d_ok, r_ok, n_ok = offs_d < HEAD_DIM, offs_r < HEAD_DIM, offs_n < seq_k
+    d_ok, n_ok = offs_d < HEAD_DIM, offs_n < seq_k
     # Keys past seq_k load as 0; their rows of dK and dV are never stored.
     k = _masked_load(_tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn), n_ok, d_ok,
                      not EVEN_N, D_MAIN > HEAD_DIM)  # fmt: skip
     v = _masked_load(_tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn), n_ok, d_ok,
                      not EVEN_N, D_MAIN > HEAD_DIM)  # fmt: skip
-    k_r = _load_rest(_tile_ptrs(K, b, h, offs_n, offs_r, stride_kb, stride_kh, stride_kn), n_ok, r_ok,
-                     not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
-    v_r = _load_rest(_tile_ptrs(V, b, h, offs_n, offs_r, stride_vb, stride_vh, stride_vn), n_ok, r_ok,
-                     not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
+    k_r = _load_rest(_tile_ptrs(K, b, h, offs_n, offs_r, stride_kb, stride_kh, stride_kn), n_ok,
+                     not EVEN_N, D_REST)  # fmt: skip
+    v_r = _load_rest(_tile_ptrs(V, b, h, offs_n, offs_r, stride_vb, stride_vh, stride_vn), n_ok,
+                     not EVEN_N, D_REST)  # fmt: skip
     q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
     do_ptrs = _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom)
     qc_ptrs = _column_major_ptrs(QC, bh, offs_m, offs_d, seq_q, HEAD_DIM)
@@ -495,7 +495,7 @@ def _dkdv_program(
         dk, dv, dk_r, dv_r = _dkdv_tiles(
             dk, dv, dk_r, dv_r, k, v, k_r, v_r, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, qr_ptrs, dor_ptrs,
             qcr_ptrs, docr_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom, desc_q, desc_do, desc_dq,
-            dq_ptrs, dqr_ptrs, b32, h32, offs_n, offs_m, d_ok, r_ok,
+            dq_ptrs, dqr_ptrs, b32, h32, offs_n, offs_m, d_ok,
             start_n, tl.minimum(diagonal_end, seq_q), seq_q, qk_scale,
             BLOCK_M, HEAD_DIM, D_MAIN, D_REST, EVEN_M, True, DOT_PRECISION, COLUMN_MAJOR_COPIES,
             ATOMIC_DQ, USE_TMA, TMA_REDUCE,
@@ -504,7 +504,7 @@ def _dkdv_program(
     dk, dv, dk_r, dv_r = _dkdv_tiles(
         dk, dv, dk_r, dv_r, k, v, k_r, v_r, q_ptrs, do_ptrs, qc_ptrs, doc_ptrs, qr_ptrs, dor_ptrs,
         qcr_ptrs, docr_ptrs, l_ptrs, delta_ptrs, stride_qm, stride_dom, desc_q, desc_do, desc_dq,
-        dq_ptrs, dqr_ptrs, b32, h32, offs_n, offs_m, d_ok, r_ok, lo, seq_q, seq_q, qk_scale,
+        dq_ptrs, dqr_ptrs, b32, h32, offs_n, offs_m, d_ok, lo, seq_q, seq_q, qk_scale,
         BLOCK_M, HEAD_DIM, D_MAIN, D_REST, EVEN_M, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
         ATOMIC_DQ, USE_TMA, TMA_REDUCE,
     )  # fmt: skip
@@ -513,16 +513,16 @@ def _dkdv_program(
     offset = bh * seq_k * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
     offset_r = bh * seq_k * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_r[None, :]
     _store_rows(DK + offset, DK + offset_r, (dk * sm_scale).to(DK.dtype.element_ty),
-                (dk_r * sm_scale).to(DK.dtype.element_ty), n_ok, d_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN,
+                (dk_r * sm_scale).to(DK.dtype.element_ty), n_ok, d_ok, not EVEN_N, HEAD_DIM, D_MAIN,
                 D_REST)  # fmt: skip
     _store_rows(DV + offset, DV + offset_r, dv.to(DV.dtype.element_ty), dv_r.to(DV.dtype.element_ty),
-                n_ok, d_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
+                n_ok, d_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
 
 
 @triton.jit
 def _dq_tiles(
     dq, dq_r, q, do, q_r, do_r, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, kr_ptrs, vr_ptrs, kcr_ptrs,
-    stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, lo, hi, seq_k, qk_scale,
+    stride_kn, stride_vn, offs_m, offs_n, d_ok, lo, hi, seq_k, qk_scale,
     BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_REST: tl.constexpr,
     EVEN_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
     COLUMN_MAJOR_COPIES: tl.constexpr,
@@ -540,21 +540,21 @@ def _dq_tiles(
             k_b = _masked_load(kc_ptrs + start_n, n_ok, d_ok, not EVEN_N, D_MAIN > HEAD_DIM)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # (BLOCK_M, BLOCK_N)
         if D_REST > 0:
-            k_r = _load_rest(kr_ptrs + start_n * stride_kn, n_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)
+            k_r = _load_rest(kr_ptrs + start_n * stride_kn, n_ok, not EVEN_N, D_REST)
             s = tl.dot(q_r, tl.trans(k_r), s, input_precision=DOT_PRECISION)
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if CAUSAL_MASK:
             p = tl.where(cols[None, :] <= offs_m[:, None], p, 0.0)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)  # (BLOCK_M, BLOCK_N)
         if D_REST > 0:
-            v_r = _load_rest(vr_ptrs + start_n * stride_vn, n_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)
+            v_r = _load_rest(vr_ptrs + start_n * stride_vn, n_ok, not EVEN_N, D_REST)
             dp = tl.dot(do_r, tl.trans(v_r), dp, input_precision=DOT_PRECISION)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k_b, input_precision=DOT_PRECISION)
         if D_REST > 0:
             k_br = k_r
             if COLUMN_MAJOR_COPIES:
-                k_br = _load_rest(kcr_ptrs + start_n, n_ok, r_ok, not EVEN_N, HEAD_DIM, D_MAIN, D_REST)
+                k_br = _load_rest(kcr_ptrs + start_n, n_ok, not EVEN_N, D_REST)
             dq_r += tl.dot(ds.to(k.dtype), k_br, input_precision=DOT_PRECISION)
     return dq, dq_r
 
@@ -573,15 +573,15 @@ def _dq_program(
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d, offs_r = _head_dim_offsets(D_MAIN, D_REST)
-    d_ok, r_ok, m_ok = offs_d < HEAD_DIM, offs_r < HEAD_DIM, offs_m < seq_q
+    d_ok, m_ok = offs_d < HEAD_DIM, offs_m < seq_q
     q = _masked_load(_tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm), m_ok, d_ok,
                      not EVEN_M, D_MAIN > HEAD_DIM)  # fmt: skip
     do = _masked_load(_tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom), m_ok, d_ok,
                       not EVEN_M, D_MAIN > HEAD_DIM)  # fmt: skip
-    q_r = _load_rest(_tile_ptrs(Q, b, h, offs_m, offs_r, stride_qb, stride_qh, stride_qm), m_ok, r_ok,
-                     not EVEN_M, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
-    do_r = _load_rest(_tile_ptrs(DO, b, h, offs_m, offs_r, stride_dob, stride_doh, stride_dom), m_ok, r_ok,
-                      not EVEN_M, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
+    q_r = _load_rest(_tile_ptrs(Q, b, h, offs_m, offs_r, stride_qb, stride_qh, stride_qm), m_ok,
+                     not EVEN_M, D_REST)  # fmt: skip
+    do_r = _load_rest(_tile_ptrs(DO, b, h, offs_m, offs_r, stride_dob, stride_doh, stride_dom), m_ok,
+                      not EVEN_M, D_REST)  # fmt: skip
     if EVEN_M:
         lse = tl.load(L + bh * seq_q + offs_m)
         delta = tl.load(Delta + bh * seq_q + offs_m)
@@ -602,26 +602,26 @@ def _dq_program(
     if IS_CAUSAL:
         dq, dq_r = _dq_tiles(
             dq, dq_r, q, do, q_r, do_r, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, kr_ptrs, vr_ptrs, kcr_ptrs,
-            stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, 0, tl.minimum(start_m, seq_k), seq_k, qk_scale,
+            stride_kn, stride_vn, offs_m, offs_n, d_ok, 0, tl.minimum(start_m, seq_k), seq_k, qk_scale,
             BLOCK_N, HEAD_DIM, D_MAIN, D_REST, EVEN_N, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
         )  # fmt: skip
         dq, dq_r = _dq_tiles(
             dq, dq_r, q, do, q_r, do_r, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, kr_ptrs, vr_ptrs, kcr_ptrs,
-            stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, start_m, tl.minimum(start_m + BLOCK_M, seq_k),
+            stride_kn, stride_vn, offs_m, offs_n, d_ok, start_m, tl.minimum(start_m + BLOCK_M, seq_k),
             seq_k, qk_scale, BLOCK_N, HEAD_DIM, D_MAIN, D_REST, EVEN_N, True, DOT_PRECISION,
             COLUMN_MAJOR_COPIES,
         )  # fmt: skip
     else:
         dq, dq_r = _dq_tiles(
             dq, dq_r, q, do, q_r, do_r, lse2, delta, k_ptrs, v_ptrs, kc_ptrs, kr_ptrs, vr_ptrs, kcr_ptrs,
-            stride_kn, stride_vn, offs_m, offs_n, d_ok, r_ok, 0, seq_k, seq_k, qk_scale,
+            stride_kn, stride_vn, offs_m, offs_n, d_ok, 0, seq_k, seq_k, qk_scale,
             BLOCK_N, HEAD_DIM, D_MAIN, D_REST, EVEN_N, False, DOT_PRECISION, COLUMN_MAJOR_COPIES,
         )  # fmt: skip
 
     dq_ptrs = _contiguous_ptrs(DQ, bh, offs_m, offs_d, seq_q, HEAD_DIM)
     dqr_ptrs = _contiguous_ptrs(DQ, bh, offs_m, offs_r, seq_q, HEAD_DIM)
     _store_rows(dq_ptrs, dqr_ptrs, (dq * sm_scale).to(DQ.dtype.element_ty),
-                (dq_r * sm_scale).to(DQ.dtype.element_ty), m_ok, d_ok, r_ok, not EVEN_M, HEAD_DIM, D_MAIN,
+                (dq_r * sm_scale).to(DQ.dtype.element_ty), m_ok, d_ok, not EVEN_M, HEAD_DIM, D_MAIN,
                 D_REST)  # fmt: skip
 
 
@@ -780,21 +780,24 @@ def _row_width(head_dim: int, element_size: int) -> str:
 def head_dim_parts(head_dim: int) -> tuple[int, int]:
     """(main, rest): the power-of-two column counts the kernels split a head dim into, rest 0 for none.
 
-    The main part is the largest power of two within the head dim; the rest, rounded up to a power of
-    two (16 at least, tl.dot's smallest), covers what is left: 80 = 64 + 16 and 96 = 64 + 32 exactly,
-    72 as 64 + 16 with 8 padding columns. Where the rest would be as wide as the main part, one tile of
-    twice the width does the same work with fewer dots (112 as 128).
+    The main part is the largest power of two within the head dim, and the rest what is left where that
+    is itself a power of two of at least 16 (tl.dot's smallest): 48 = 32 + 16, 80 = 64 + 16,
+    96 = 64 + 32, 144, 160, 192 = 128 + 16, 32, 64. Other head dims run as one part, the next power of
+    two, its padding columns masked (72 as 128). A rest part padded to a power of two saves most of
+    that padding, but on an H100 (Triton 3.6) forwards with key tiles of 64 rows or more that loaded
+    one under a row and a column mask read out of bounds (head dims 40 and 72, 40 keys), where
+    unpadded rest parts (80) and padded main parts (24) ran correctly.
     """
     main = max(16, 1 << (head_dim.bit_length() - 1))
-    if main >= head_dim:
+    rest = head_dim - main
+    if rest <= 0:
         return main, 0
-    rest = max(16, triton.next_power_of_2(head_dim - main))
-    return (2 * main, 0) if rest == main else (main, rest)
+    return (main, rest) if rest >= 16 and rest & (rest - 1) == 0 else (2 * main, 0)
 
 
 def padded_share(head_dim: int) -> float:
     """The share of the kernels' head-dim columns that are padding: matmul work that counts for nothing
-    (0 at 16, 32, 64, 80, 96, 128, 144, 160, 192, 256; 0.1 at 72; 0.125 at 112 and 224)."""
+    (0 at 16, 32, 48, 64, 80, 96, 128, 144, 160, 192, 256; 0.44 at 72, 0.47 at 136)."""
     return 1 - head_dim / sum(head_dim_parts(head_dim))
 
 
@@ -1145,12 +1148,12 @@ TMA_MIN_WORK_FP32 = 2**35
 
 
 def _loads_through_tma(kernel: str, dtype: torch.dtype, head_dim: int) -> bool:
-    """Whether a launch takes descriptors: 16-bit inputs do, and fp32 ones in the forward from 128 columns
-    on (head dims 104 to 256), where its pointer loads run at one pipeline stage and stage each K and V
-    tile through registers. There, on an H100, the forward with TMA took 0.66 to 0.74 times the time of
-    pointer loads at head dim 128 and 16384 tokens of sequence 4096 and 16384, causal or not. In
-    standalone kernels (H100, (4, H, 4096, d), non-causal), fp32 at head dim 64 and fp32's backward
-    passes at 64 and 128 were 1.04 to 1.22 times slower with it."""
+    """Whether a launch takes descriptors: 16-bit inputs do, and fp32 ones in the forward from 128
+    columns on (head dims 72, 88 and 104 to 256), where its pointer loads run at one pipeline stage and
+    stage each K and V tile through registers. There, on an H100, the forward with TMA took 0.66 to
+    0.74 times the time of pointer loads at head dim 128 and 16384 tokens of sequence 4096 and 16384,
+    causal or not. In standalone kernels (H100, (4, H, 4096, d), non-causal), fp32 at head dim 64 and
+    fp32's backward passes at 64 and 128 were 1.04 to 1.22 times slower with it."""
     wide_fp32 = _row_width(head_dim, 4) in ("widest", "deepest")
     return dtype != torch.float32 or (kernel == "forward" and wide_fp32)
 

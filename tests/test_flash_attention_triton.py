@@ -82,10 +82,10 @@ def test_differing_query_and_key_lengths(is_causal, seq_q, seq_k, dtype):
     check(*qkv((2, 2), seq_q, seq_k, 16, dtype), is_causal)
 
 
-# Each form of head_dim_parts: a power of two (16, 64, 128, 256), one part padded (24 as 32, 112 as
-# 128, 200 as 256), a main and a rest part (80 = 64 + 16, 96 = 64 + 32, 160 = 128 + 32, 192 = 128 + 64),
-# a padded rest (40 as 32 + 16, 72 as 64 + 16, 136 as 128 + 16).
-PART_FORMS = (16, 24, 40, 64, 72, 80, 96, 112, 128, 136, 160, 192, 200, 256)
+# Each form of head_dim_parts: a power of two (16, 64, 128, 256), one padded part (24 as 32, 40 as 64,
+# 72 as 128, 112 as 128, 136 and 200 as 256), a main and a rest part (48 = 32 + 16, 80 = 64 + 16,
+# 96 = 64 + 32, 160 = 128 + 32, 192 = 128 + 64).
+PART_FORMS = (16, 24, 40, 48, 64, 72, 80, 96, 112, 128, 136, 160, 192, 200, 256)
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
@@ -99,24 +99,26 @@ def test_every_form_of_head_dim(monkeypatch, is_causal, head_dim, dtype):
 
 
 def test_head_dim_parts_cover_every_accepted_head_dim():
-    """Powers of two of at least 16 that cover the head dim, at most a quarter of them padding (24 as
-    32; 200 as 256 pads 22%), and the padded share that says so."""
+    """Powers of two of at least 16 that cover the head dim; a rest part only where it is exact, else one
+    part under twice the head dim; and the padded share that says so."""
     for head_dim in HEAD_DIMS:
         main, rest = fat.head_dim_parts(head_dim)
         assert main >= 16 and main & (main - 1) == 0
-        assert rest == 0 or (rest >= 16 and rest & (rest - 1) == 0 and rest < main)
-        assert head_dim <= main + rest
+        if rest:  # exact: main + rest is the head dim
+            assert rest >= 16 and rest & (rest - 1) == 0 and rest < main and main + rest == head_dim
+        assert head_dim <= main + rest < 2 * head_dim
         assert fat.padded_share(head_dim) == pytest.approx(1 - head_dim / (main + rest))
-        assert fat.padded_share(head_dim) <= 0.25
-    assert [fat.head_dim_parts(d) for d in (64, 80, 96, 112, 160, 256)] == [
+    assert [fat.head_dim_parts(d) for d in (48, 64, 72, 80, 96, 112, 160, 256)] == [
+        (32, 16),
         (64, 0),
+        (128, 0),
         (64, 16),
         (64, 32),
         (128, 0),
         (128, 32),
         (256, 0),
     ]
-    assert all(fat.padded_share(d) == 0 for d in (16, 32, 64, 80, 96, 128, 160, 192, 256))
+    assert all(fat.padded_share(d) == 0 for d in (16, 32, 48, 64, 80, 96, 128, 144, 160, 192, 256))
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
@@ -181,7 +183,7 @@ def test_descriptors_are_made_only_where_tma_can_load():
 
 
 def test_fp32_loads_through_tma_only_in_the_forward_from_128_columns():
-    assert all(fat._loads_through_tma("forward", F32, d) for d in (104, 112, 128, 160, 256))
+    assert all(fat._loads_through_tma("forward", F32, d) for d in (72, 104, 112, 128, 160, 256))
     assert not any(fat._loads_through_tma("forward", F32, d) for d in (16, 32, 64, 80, 96))
     assert not any(fat._loads_through_tma("backward", F32, d) for d in HEAD_DIMS)
     assert all(fat._loads_through_tma(kernel, dtype, 64) for kernel in fat._KERNELS for dtype in (F16, BF16))
@@ -311,11 +313,11 @@ def test_one_pass_backward_with_atomic_dq(monkeypatch, dq_conversions, is_causal
     assert dq_conversions  # the launcher converted the fp32 sum: the one-pass form ran
 
 
-@pytest.mark.parametrize("head_dim", [24, 80, 72])
+@pytest.mark.parametrize("head_dim", [24, 80, 48])
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_one_pass_backward_adds_every_part_of_the_head_dim(monkeypatch, dq_conversions, is_causal, head_dim):
-    """A padded main part (24 as 32) adds only the head dim's columns; a rest part (80 = 64 + 16, and
-    72 padded as 64 + 16) adds its own share beside the main part's."""
+    """A padded part (24 as 32) adds only the head dim's columns; a rest part (80 = 64 + 16,
+    48 = 32 + 16) adds its own share beside the main part's."""
     monkeypatch.setenv(fat.CONFIG_ENV, "backward:BLOCK_M1=16,BLOCK_N1=32,BLOCK_M2=16,BLOCK_N2=16,ATOMIC_DQ=1")
     torch.manual_seed(0)
     check(*qkv((1, 2), 50, 40, head_dim, F16), is_causal)
@@ -579,11 +581,11 @@ def test_long_sequences(is_causal, batch_heads, seq_q, seq_k, head_dim, dtype):
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="long sequences take minutes in Triton's interpreter; run on a GPU")
 @pytest.mark.parametrize("dtype", [BF16, F16, F32])
-@pytest.mark.parametrize("head_dim", [80, 96, 24, 160, 256])
+@pytest.mark.parametrize("head_dim", [80, 96, 24, 72, 160, 256])
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_long_sequences_at_every_form_of_head_dim(monkeypatch, is_causal, head_dim, dtype):
-    """With descriptors wherever the inputs allow them (here from any size): TMA tiles of the main part
-    wider than the head dim (24 as 32) and rest parts through pointers beside them."""
+    """With descriptors wherever the inputs allow them (here from any size): TMA tiles wider than the
+    head dim (24 as 32, 72 as 128) and rest parts through pointers beside them."""
     monkeypatch.setattr(fat, "TMA_MIN_WORK", 0)
     monkeypatch.setattr(fat, "TMA_MIN_WORK_FP32", 0)
     if head_dim > 128:
