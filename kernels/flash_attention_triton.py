@@ -95,10 +95,8 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 
 # --------------------------------------------------------------------------- head dim parts
-# A head dim d runs as a main part of D_MAIN columns (a power of two) and, where d is not one, a rest
-# part of D_REST columns (a power of two, or 0 for none): tl.arange and tl.dot take only powers of
-# two. 80 = 64 + 16 and 96 = 64 + 32 run exactly; other widths pad the last part with zero columns,
-# masked on load and never stored (see head_dim_parts).
+# A head dim runs as a main part of D_MAIN columns and a rest part of D_REST (0 for none), both
+# powers of two (head_dim_parts, and the module docstring).
 @triton.jit
 def _head_dim_offsets(D_MAIN: tl.constexpr, D_REST: tl.constexpr):
     """Column offsets of the main part and of the rest part; without a rest part its offsets are a
@@ -176,6 +174,19 @@ def _load_rest(ptrs, row_ok, ROWS: tl.constexpr, D_REST: tl.constexpr):
     else:
         tile = 0.0
     return tile
+
+
+@triton.jit
+def _load_parts(base, b, h, rows, offs_d, offs_r, stride_b, stride_h, stride_row, row_ok, d_ok,
+                ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr,
+                D_REST: tl.constexpr):  # fmt: skip
+    """Both parts of a (rows, head dim) tile through pointers, rows masked to row_ok if ROWS: the tiles
+    a backward program keeps for all its loop (k and v of a key tile, q and dO of a query tile)."""
+    main_ptrs = _tile_ptrs(base, b, h, rows, offs_d, stride_b, stride_h, stride_row)
+    rest_ptrs = _tile_ptrs(base, b, h, rows, offs_r, stride_b, stride_h, stride_row)
+    main = _masked_load(main_ptrs, row_ok, d_ok, ROWS, D_MAIN > HEAD_DIM)
+    rest = _load_rest(rest_ptrs, row_ok, ROWS, D_REST)
+    return main, rest
 
 
 @triton.jit
@@ -459,14 +470,10 @@ def _dkdv_program(
     offs_d, offs_r = _head_dim_offsets(D_MAIN, D_REST)
     d_ok, n_ok = offs_d < HEAD_DIM, offs_n < seq_k
     # Keys past seq_k load as 0; their rows of dK and dV are never stored.
-    k = _masked_load(_tile_ptrs(K, b, h, offs_n, offs_d, stride_kb, stride_kh, stride_kn), n_ok, d_ok,
-                     not EVEN_N, D_MAIN > HEAD_DIM)  # fmt: skip
-    v = _masked_load(_tile_ptrs(V, b, h, offs_n, offs_d, stride_vb, stride_vh, stride_vn), n_ok, d_ok,
-                     not EVEN_N, D_MAIN > HEAD_DIM)  # fmt: skip
-    k_r = _load_rest(_tile_ptrs(K, b, h, offs_n, offs_r, stride_kb, stride_kh, stride_kn), n_ok,
-                     not EVEN_N, D_REST)  # fmt: skip
-    v_r = _load_rest(_tile_ptrs(V, b, h, offs_n, offs_r, stride_vb, stride_vh, stride_vn), n_ok,
-                     not EVEN_N, D_REST)  # fmt: skip
+    k, k_r = _load_parts(K, b, h, offs_n, offs_d, offs_r, stride_kb, stride_kh, stride_kn, n_ok, d_ok,
+                         not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
+    v, v_r = _load_parts(V, b, h, offs_n, offs_d, offs_r, stride_vb, stride_vh, stride_vn, n_ok, d_ok,
+                         not EVEN_N, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
     q_ptrs = _tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm)
     do_ptrs = _tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom)
     qc_ptrs = _column_major_ptrs(QC, bh, offs_m, offs_d, seq_q, HEAD_DIM)
@@ -574,14 +581,10 @@ def _dq_program(
     offs_n = tl.arange(0, BLOCK_N)
     offs_d, offs_r = _head_dim_offsets(D_MAIN, D_REST)
     d_ok, m_ok = offs_d < HEAD_DIM, offs_m < seq_q
-    q = _masked_load(_tile_ptrs(Q, b, h, offs_m, offs_d, stride_qb, stride_qh, stride_qm), m_ok, d_ok,
-                     not EVEN_M, D_MAIN > HEAD_DIM)  # fmt: skip
-    do = _masked_load(_tile_ptrs(DO, b, h, offs_m, offs_d, stride_dob, stride_doh, stride_dom), m_ok, d_ok,
-                      not EVEN_M, D_MAIN > HEAD_DIM)  # fmt: skip
-    q_r = _load_rest(_tile_ptrs(Q, b, h, offs_m, offs_r, stride_qb, stride_qh, stride_qm), m_ok,
-                     not EVEN_M, D_REST)  # fmt: skip
-    do_r = _load_rest(_tile_ptrs(DO, b, h, offs_m, offs_r, stride_dob, stride_doh, stride_dom), m_ok,
-                      not EVEN_M, D_REST)  # fmt: skip
+    q, q_r = _load_parts(Q, b, h, offs_m, offs_d, offs_r, stride_qb, stride_qh, stride_qm, m_ok, d_ok,
+                         not EVEN_M, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
+    do, do_r = _load_parts(DO, b, h, offs_m, offs_d, offs_r, stride_dob, stride_doh, stride_dom, m_ok, d_ok,
+                           not EVEN_M, HEAD_DIM, D_MAIN, D_REST)  # fmt: skip
     if EVEN_M:
         lse = tl.load(L + bh * seq_q + offs_m)
         delta = tl.load(Delta + bh * seq_q + offs_m)
@@ -708,7 +711,7 @@ _CANDIDATES = {
                             ((128, 64), 4, 1), ((128, 32), 4, 1)],
     ("backward", "widest"): [((32, 128, 128, 64), 8, 1), ((32, 128, 128, 32), 8, 1),
                              ((16, 128, 128, 32), 8, 2), ((32, 64, 64, 32), 4, 2)],
-    # 16-bit rows of 80 or 96 columns (head dims 72 to 96, 2.7b's 80): narrow by bytes, but up to 1.5
+    # 16-bit rows of 80 or 96 columns (head dims 80 and 96, 2.7b's 80): narrow by bytes, but up to 1.5
     # times the columns the narrow rows were chosen at. The narrow and wide tiles that Triton 3.6
     # compiles for sm_90 without register spills at head dims 80 and 96 (two 4-warp narrow backward
     # tiles spilled 416 to 488 bytes per thread there), one one-pass form among them.

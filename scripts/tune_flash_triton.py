@@ -163,19 +163,6 @@ def _refuse(message: str) -> int:
 
 
 # --------------------------------------------------------------------------- the machine
-def nvidia_driver(index: int) -> str | None:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "-i", str(index), "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0 or not out.stdout.strip():
-        return None
-    return out.stdout.strip().splitlines()[0]
-
-
 def git_state() -> tuple[str | None, bool | None]:
     """The commit checked out and whether the tree differs from it; (None, None) without git."""
 
@@ -197,17 +184,18 @@ def git_state() -> tuple[str | None, bool | None]:
 
 
 def gpu_info(device: torch.device) -> dict:
-    import triton
+    """The GPU and versions as benchmark results record them (perf.harness.machine_info), and git's state."""
+    from perf.harness import machine_info
 
-    props = torch.cuda.get_device_properties(device)
+    info = machine_info(device)
     commit, dirty = git_state()
     return {
-        "name": torch.cuda.get_device_name(device),
-        "capability": f"{props.major}.{props.minor}",
-        "driver": nvidia_driver(device.index or 0),
-        "cuda": torch.version.cuda,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
+        "name": info["gpu"]["name"],
+        "capability": info["gpu"]["capability"],
+        "driver": info["gpu"]["driver"],
+        "cuda": info["cuda"],
+        "torch": info["torch"],
+        "triton": info["triton"],
         "commit": commit,
         "dirty": dirty,
     }
