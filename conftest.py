@@ -62,6 +62,8 @@ AXES = {
     "memory_context": ("memory_contexts", "ctx"),
     "graph_preset": ("graph_presets", ""),
     "transfer_size": ("transfer_sizes", ""),
+    "allreduce_dtype": ("allreduce_dtypes", ""),
+    "collective_case": ("collective_cases", ""),
     "allreduce_backend": ("allreduce_backends", ""),
     "world_size": ("world_sizes", "world"),
     "allreduce_size": ("allreduce_sizes", ""),
@@ -111,6 +113,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="all-reduce sizes from 8 B to 8 GiB, doubling (as nccl-tests), in place of the tier's",
     )
     group.addoption("--allreduce-backends", help="comma-separated: gloo (CPU tensors), nccl (GPUs)")
+    group.addoption("--collectives", help=f"comma-separated: {', '.join(AXIS_CHOICES['collectives'])}")
+    group.addoption(
+        "--collective-dtypes", help=f"comma-separated: {', '.join(AXIS_CHOICES['collective-dtypes'])}"
+    )
+    group.addoption("--placements", help=f"comma-separated: {', '.join(AXIS_CHOICES['placements'])}")
     group.addoption("--world-sizes", help="comma-separated process counts, e.g. 2,4,8")
     group.addoption("--bucket-sizes-mb", help="comma-separated DDPBucketed bucket sizes in MB, e.g. 1,10,100")
     group.addoption(
@@ -219,6 +226,10 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
         else opt("allreduce_sizes") and _parse_sizes("allreduce-sizes", opt("allreduce_sizes")),
         allreduce_backends=opt("allreduce_backends")
         and _parse_names("allreduce-backends", opt("allreduce_backends")),
+        collectives=opt("collectives") and _parse_names("collectives", opt("collectives")),
+        collective_dtypes=opt("collective_dtypes")
+        and _parse_names("collective-dtypes", opt("collective_dtypes")),
+        placements=opt("placements") and _parse_names("placements", opt("placements")),
         world_sizes=opt("world_sizes") and _parse_ints("world-sizes", opt("world_sizes"), minimum=1),
         dp_presets=presets,
         bucket_sizes_mb=opt("bucket_sizes_mb")
@@ -434,7 +445,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 # The value an axis leaves out of ids: the one every case had before the axis existed, so that those
 # cases keep the names their baselines have.
-UNNAMED = {"launch": "eager", "compile_attention": "sdpa"}
+UNNAMED = {"launch": "eager", "compile_attention": "sdpa", "allreduce_dtype": "fp32"}
 
 
 def _case_id(axis: str, value: object) -> str:

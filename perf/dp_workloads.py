@@ -1,10 +1,14 @@
-"""Data-parallel training steps on 2 ranks: each wrapper of parallel/ddp.py against one GPU alone and
-torch's DistributedDataParallel, and the optimizer memory that ShardedOptimizer saves.
+"""Data-parallel training steps (2 ranks, or the launcher's world): each wrapper of parallel/ddp.py
+against one GPU alone, torch's DistributedDataParallel and torch's FSDP2 (perf/dp_steps.py builds
+the steps), with each rank's peak memory and training state; and the optimizer memory that
+ShardedOptimizer saves.
 
 `measure_data_parallel` and `measure_optimizer_memory` run in every rank of a
-`parallel.launch.run_ranks` group (nccl: one GPU per rank; gloo: the CPU). Starting the ranks and
-building an xl model cost seconds, so one call measures every case in turn, freeing each case's
-model, gradients and optimizer state before building the next; every rank returns the same result.
+`parallel.launch.run_ranks` group (nccl: one GPU per rank; gloo: the CPU) as
+`measure(rank, world_size, backend, ...)`. The backend named decides the device, not the process
+group's: a group may carry both ("cpu:gloo,cuda:nccl"). Starting the ranks and building an xl model
+cost seconds, so one call measures every case in turn, freeing each case's model, gradients and
+optimizer state before building the next; every rank returns the same result.
 """
 
 from __future__ import annotations
@@ -14,41 +18,43 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from model.config import ModelConfig
 from model.loss import cross_entropy
-from model.optim import build_optimizer
-from parallel.ddp import DDPBucketed, DDPFlat, DDPIndividualParameters, DDPNaive, check_bucket_size_mb
-from parallel.sharded_optimizer import ShardedOptimizer
-from perf.allreduce_workloads import timed_iterations
+from parallel.ddp import DDPIndividualParameters, check_bucket_size_mb
+from perf.collective_workloads import timed_iterations
+from perf.dp_steps import (
+    BUCKETED,
+    VARIANTS,
+    Step,
+    build_adamw,
+    build_training_step,
+    held_state_bytes,
+    optimizer_state_bytes,
+    step_function,
+)
 from perf.gpu_time import GpuTime, calls_for, measure_gpu_time
-from perf.harness import elapsed_ms, mark, nvtx_range
+from perf.harness import elapsed_ms, nvtx_range
+from perf.rank_runs import launched_world_size
 from perf.workloads import build_model, lm_config, random_batch
 
 # What the benchmarks pass to the harness as `suite`; the report recognizes them by it.
 SUITE = "data_parallel"
 SHARDED_SUITE = "sharded_optimizer"
-# The figures are for 2 GPUs: one host's pair, the smallest data-parallel group.
+# The figures are for 2 GPUs: one host's pair, the smallest data-parallel group. Under a launcher
+# (torchrun) the world is the launcher's: dp_world_size.
 WORLD_SIZE = 2
-# "single" is the same step on each rank without a wrapper or any communication: what one GPU alone
-# takes, the reference point. "torch_ddp" is torch.nn.parallel.DistributedDataParallel.
-VARIANTS = ("single", "naive", "flat", "individual", "torch_ddp")
-BUCKETED = "bucketed"
-OPTIMIZER_KINDS = ("adamw", "sharded_adamw")
 # torch DDP's default bucket_cap_mb, recorded beside its results.
 TORCH_DDP_BUCKET_MB = 25.0
 # Per rank: the xl fp32 figures are for batch 2 and context 512 (about 32 GB per rank with AdamW and
 # torch DDP's gradient buckets, within an H100's 80 GB); the CPU runs tiny at context 128.
 BATCH_PER_RANK = 2
 CONTEXT = {"nccl": 512, "gloo": 128}
-LEARNING_RATE = 1e-4
 # Untimed steps before each case's timed ones: the first allocates gradients and AdamW's state, and
 # NCCL sets up its channels at the first all-reduce of each size; the last decides how many are timed.
 WARMUP_STEPS = 2
@@ -96,24 +102,34 @@ class DPCase:
 @dataclass(frozen=True)
 class StepTimes:
     """Seconds per timed step, each the slowest rank's, and each step's longest wait in
-    finish_gradient_synchronization (zeros for "single", which has none, and "torch_ddp", whose
-    all-reduces run inside backward)."""
+    finish_gradient_synchronization (zeros for "single", which has none, and for "torch_ddp" and
+    "fsdp2", whose all-reduces and reduce-scatters run inside backward).
+
+    peak_bytes: the most allocated during the timed steps, the largest rank's (None on the CPU: no
+    CUDA allocator). state_bytes_per_rank: each rank's parameters, gradients and optimizer state after
+    a step, counted from the tensors (perf.dp_steps.held_state_bytes), in rank order.
+    """
 
     step_s: tuple[float, ...]
     sync_s: tuple[float, ...]
     gpu: GpuTime | str = "not measured"  # rank 0's GPU busy time per step, or why there is none
+    peak_bytes: int | None = None
+    state_bytes_per_rank: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class OptimizerMemory:
-    """One optimizer's figures, each the largest over the ranks. CUDA allocator figures are None on
-    the CPU; the optimizer state is counted from its tensors there too."""
+    """One optimizer's figures, each the largest over the ranks, and per rank in rank order: the
+    optimizer state, and parameters, gradients and optimizer state together after a step (as
+    StepTimes.state_bytes_per_rank). CUDA allocator figures are None on the CPU; the others are
+    counted from the tensors there too."""
 
     after_build_bytes: int | None
     before_step_bytes: int | None
     after_step_bytes: int | None
     peak_bytes: int | None
     optimizer_state_bytes: int
+    optimizer_state_bytes_per_rank: tuple[int, ...]
     state_bytes_per_rank: tuple[int, ...]
     step_s: tuple[float, ...]
     gpu: GpuTime | str = "not measured"  # rank 0's GPU busy time per step, or why there is none
@@ -125,14 +141,31 @@ def cases_for(bucket_sizes_mb: Iterable[float]) -> tuple[DPCase, ...]:
     return (*(DPCase(v) for v in VARIANTS), *(DPCase(BUCKETED, size) for size in bucket_sizes_mb))
 
 
-def backend_for(visible_gpus: int) -> str | None:
-    """nccl with a GPU per rank; gloo on the CPU where no GPU is visible; None where there are GPUs,
-    but fewer than WORLD_SIZE: CPU figures would then be read as the GPU's."""
+def dp_world_size() -> int:
+    """The ranks of the data-parallel benchmarks: the launcher's world when the suite runs under one
+    (perf.rank_runs.launched_world_size), else WORLD_SIZE."""
+    launched = launched_world_size()
+    return WORLD_SIZE if launched is None else launched
+
+
+def too_few_ranks(world_size: int) -> str | None:
+    """Why the data-parallel benchmarks cannot run in this world, or None: a launcher's world of one
+    rank has no peer to average with."""
+    if world_size < 2:
+        return f"data parallel needs at least 2 ranks; the launcher started {world_size}"
+    return None
+
+
+def backend_for(visible_gpus: int, world_size: int, launched: bool = False) -> str | None:
+    """nccl with a GPU per rank; gloo on the CPU where no GPU is visible; None where the world_size
+    ranks spawned on this host would outnumber its GPUs: CPU figures would then be read as the GPU's.
+    A launcher's ranks (launched) were checked against their own node's GPUs when they joined, so
+    any GPU here means nccl however many nodes the world spans."""
     if not isinstance(visible_gpus, int) or isinstance(visible_gpus, bool) or visible_gpus < 0:
         raise ValueError(f"visible_gpus: an int >= 0 is accepted; got {visible_gpus!r}")
     if visible_gpus == 0:
         return "gloo"
-    return "nccl" if visible_gpus >= WORLD_SIZE else None
+    return "nccl" if launched or visible_gpus >= world_size else None
 
 
 def dp_config(preset: str, backend: str) -> ModelConfig:
@@ -181,37 +214,11 @@ def _median_ms(seconds: Sequence[float]) -> float:
     return statistics.median(seconds) * 1e3
 
 
-def adamw_options(device: torch.device) -> dict[str, Any]:
-    """torch AdamW's implementation: fused on GPUs (one kernel for all tensors: the foreach version took
-    104 ms of a 228 ms 2.7b step on an H100); foreach on the CPU, where torch picks the per-tensor loop."""
-    return {"fused": True} if device.type == "cuda" else {"foreach": True}
-
-
-def build_adamw(params: Iterable[nn.Parameter], kind: str, device: torch.device) -> torch.optim.Optimizer:
-    """kind 'adamw': torch's AdamW over every parameter; 'sharded_adamw': the same, each rank over its
-    share (ShardedOptimizer: needs a process group)."""
-    if kind == "adamw":
-        return build_optimizer(params, impl="torch", lr=LEARNING_RATE, **adamw_options(device))
-    if kind == "sharded_adamw":
-        return ShardedOptimizer(params, torch.optim.AdamW, lr=LEARNING_RATE, **adamw_options(device))
-    raise ValueError(f"kind: unknown value {kind!r}; accepted: {', '.join(OPTIMIZER_KINDS)}")
-
-
-def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    """Bytes of the tensors in this rank's optimizer state (for a ShardedOptimizer, its own shard's)."""
-    inner = optimizer.local_optimizer if isinstance(optimizer, ShardedOptimizer) else optimizer
-    return sum(
-        value.nbytes
-        for per_param in inner.state.values()
-        for value in per_param.values()
-        if isinstance(value, torch.Tensor)
-    )
-
-
 # --------------------------------------------------------------------------- in every rank
 def measure_data_parallel(
     rank: int,
     world_size: int,
+    backend: str,
     preset: str,
     cases: Sequence[DPCase],
     budget_s: float,
@@ -220,38 +227,50 @@ def measure_data_parallel(
 ) -> dict[DPCase, StepTimes]:
     """In every rank of a process group: time training steps of each case in turn; the same result on
     every rank. The timed steps of a case are an NVTX range "dp_<case label>"."""
-    device = _rank_device()
-    config = dp_config(preset, dist.get_backend())
+    device = rank_device(backend, world_size)
+    config = dp_config(preset, backend)
     results: dict[DPCase, StepTimes] = {}
     for case in cases:
-        step = _training_step(case, config, rank, device)
+        built = build_training_step(case.variant, case.bucket_size_mb, config, rank, world_size, device)
+        step = built.run
         warmup = [_timed_step(step, device)[0] for _ in range(WARMUP_STEPS)]
         # The slowest rank's last warm-up: every rank derives the same count from it, as it must,
         # since a rank that took one step more would wait forever for its peers.
         slowest = torch.tensor([warmup[-1]], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         steps = timed_iterations(slowest.item(), budget_s, min_steps, max_steps)
+        _reset_peak(device)
         with nvtx_range(f"dp_{case.label}"):
             timed = [_timed_step(step, device) for _ in range(steps)]
+        peak = _peak(device)
         step_s = _slowest_per_step([t for t, _ in timed], world_size, device)
         sync_s = _slowest_per_step([s for _, s in timed], world_size, device)
-        results[case] = StepTimes(step_s, sync_s, _gpu_time(step, device, step_s))
-        # The step's closure held the model, its gradients, the wrapper and the optimizer: xl in fp32
-        # with AdamW is about 32 GB per rank, which must be back before the next case builds its own.
-        del step
+        held = held_state_bytes(built.model, built.optimizer)
+        per_rank = _gathered((peak, held), world_size)
+        results[case] = StepTimes(
+            step_s,
+            sync_s,
+            _gpu_time(step, rank, device, step_s),
+            peak_bytes=_largest(p for p, _ in per_rank),
+            state_bytes_per_rank=tuple(h for _, h in per_rank),
+        )
+        # The step held the model, its gradients, the wrapper and the optimizer: xl in fp32 with AdamW
+        # is about 32 GB per rank, which must be back before the next case builds its own.
+        del built, step
         _free(device)
     return results
 
 
 def measure_optimizer_memory(
-    rank: int, world_size: int, preset: str, kinds: Sequence[str], steps: int
+    rank: int, world_size: int, backend: str, preset: str, kinds: Sequence[str], steps: int
 ) -> dict[str, OptimizerMemory]:
     """In every rank: per optimizer kind, memory after building, before and after the first optimizer
     step (AdamW allocates its state there) and the peak of that first training step; then `steps` timed
-    steps. Gradients are averaged by DDPIndividualParameters, which reduces them in place: no extra
-    buffer the size of the gradients adds to the peak."""
-    device = _rank_device()
-    config = dp_config(preset, dist.get_backend())
+    steps, after which the training state is counted. Gradients are averaged by
+    DDPIndividualParameters, which reduces them in place: no extra buffer the size of the gradients
+    adds to the peak."""
+    device = rank_device(backend, world_size)
+    config = dp_config(preset, backend)
     results: dict[str, OptimizerMemory] = {}
     for kind in kinds:
         _free(device)
@@ -267,27 +286,35 @@ def measure_optimizer_memory(
         before_step = _allocated(device)
         optimizer.step()
         after_step = _allocated(device)
-        peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-        state = optimizer_state_bytes(optimizer)
-        step = _step_function(wrapped, wrapped.finish_gradient_synchronization, optimizer, inputs, targets)
+        peak = _peak(device)
+        optimizer_state = optimizer_state_bytes(optimizer)
+        step = step_function(wrapped, wrapped.finish_gradient_synchronization, optimizer, inputs, targets)
         step_s = _slowest_per_step([_timed_step(step, device)[0] for _ in range(steps)], world_size, device)
-        gpu = _gpu_time(step, device, step_s)
-        per_rank = _gathered((after_build, before_step, after_step, peak, state), world_size)
-        largest = [_largest(figure) for figure in zip(*per_rank, strict=True)]  # each over the ranks
+        gpu = _gpu_time(step, rank, device, step_s)
+        held = held_state_bytes(wrapped, optimizer)
+        per_rank = _gathered((after_build, before_step, after_step, peak, optimizer_state, held), world_size)
+        figures = list(zip(*per_rank, strict=True))  # each figure's values in rank order
         results[kind] = OptimizerMemory(
-            *largest, state_bytes_per_rank=tuple(figures[-1] for figures in per_rank), step_s=step_s, gpu=gpu
+            *(_largest(values) for values in figures[:5]),
+            optimizer_state_bytes_per_rank=figures[4],
+            state_bytes_per_rank=figures[5],
+            step_s=step_s,
+            gpu=gpu,
         )
         del wrapped, optimizer, step, inputs, targets
     _free(device)
     return results
 
 
-def _rank_device() -> torch.device:
-    """cuda:rank for NCCL (parallel.launch sets it current); the CPU for gloo, its cores shared out."""
-    if dist.get_backend() == "nccl":
+def rank_device(backend: str, world_size: int) -> torch.device:
+    """The device of a rank measuring with `backend`: the current GPU for nccl (parallel.launch sets
+    cuda:rank current; torchrun's ranks set their own); the CPU for gloo, its cores shared out."""
+    if backend == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
-    _share_host_cores(dist.get_world_size())
-    return torch.device("cpu")
+    if backend == "gloo":
+        _share_host_cores(world_size)
+        return torch.device("cpu")
+    raise ValueError(f"backend: unknown value {backend!r}; accepted: {', '.join(CONTEXT)}")
 
 
 def _share_host_cores(world_size: int) -> None:
@@ -297,67 +324,7 @@ def _share_host_cores(world_size: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
 
 
-def _training_step(
-    case: DPCase, config: ModelConfig, rank: int, device: torch.device
-) -> Callable[[], tuple[Any, Any] | None]:
-    """The case's model, wrapper, optimizer and batch, and its step (see _step_function)."""
-    torch.manual_seed(rank)  # other weights per rank: the wrappers' broadcast makes them equal
-    model = build_model("sdpa", config, device)
-    inputs, targets = random_batch(config, device, seed=rank)  # (B, T) each, other rows per rank
-    optimizer = build_adamw(model.parameters(), "adamw", device)
-    if case.variant == "single":
-        return _step_function(model, None, optimizer, inputs, targets)
-    if case.variant == "torch_ddp":
-        # As users build it: default buckets (25 MiB), and buffers broadcast before every forward,
-        # which the project's wrappers do only when built. The model's only buffers are its RoPE tables,
-        # 128 KiB at xl and context 512: one broadcast of microseconds in a step of about 400 ms.
-        wrapped = nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
-        )
-        return _step_function(wrapped, None, optimizer, inputs, targets)
-    wrappers = {"naive": DDPNaive, "flat": DDPFlat, "individual": DDPIndividualParameters}
-    if case.variant == BUCKETED:
-        wrapped = DDPBucketed(model, bucket_size_mb=case.bucket_size_mb)
-    else:
-        wrapped = wrappers[case.variant](model)
-    return _step_function(wrapped, wrapped.finish_gradient_synchronization, optimizer, inputs, targets)
-
-
-def _step_function(
-    model: nn.Module,
-    finish: Callable[[], None] | None,
-    optimizer: torch.optim.Optimizer,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
-) -> Callable[[], tuple[Any, Any] | None]:
-    """A training step that returns the marks around `finish` (None without one).
-
-    On a GPU, CUDA events around `finish` time it on the stream without synchronizing inside the step:
-    from the end of backward's kernels to the last gradient averaged, which for the overlapping wrappers
-    is the communication that backward did not hide. On the CPU the host clock does.
-    """
-    cuda = inputs.device.type == "cuda"
-
-    def step() -> tuple[Any, Any] | None:
-        optimizer.zero_grad(set_to_none=True)
-        with nvtx_range("forward"):
-            loss = cross_entropy(model(inputs), targets)  # logits (B, T, V)
-        with nvtx_range("backward"):
-            loss.backward()
-        marks = None
-        if finish is not None:
-            with nvtx_range("gradient_sync"):
-                start = mark(cuda)
-                finish()
-                marks = start, mark(cuda)
-        with nvtx_range("optimizer_step"):
-            optimizer.step()
-        return marks
-
-    return step
-
-
-def _timed_step(step: Callable[[], tuple[Any, Any] | None], device: torch.device) -> tuple[float, float]:
+def _timed_step(step: Step, device: torch.device) -> tuple[float, float]:
     """(seconds of one step on this rank, started when all ranks are ready; seconds in finish).
 
     The barrier first: a rank that left the previous step late would start this one late, and its
@@ -367,7 +334,7 @@ def _timed_step(step: Callable[[], tuple[Any, Any] | None], device: torch.device
     dist.barrier()
     _synchronize(device)
     start = time.perf_counter()
-    marks = step()
+    _, marks = step()
     _synchronize(device)
     seconds = time.perf_counter() - start
     if marks is None:
@@ -376,14 +343,14 @@ def _timed_step(step: Callable[[], tuple[Any, Any] | None], device: torch.device
     return seconds, elapsed_ms(begin, end, device.type == "cuda") / 1e3
 
 
-def _gpu_time(step: Callable[[], Any], device: torch.device, step_s: Sequence[float]) -> GpuTime | str:
+def _gpu_time(step: Step, rank: int, device: torch.device, step_s: Sequence[float]) -> GpuTime | str:
     """Rank 0's GPU busy time per step after the timed ones (compute and NCCL's kernels, a barrier
     before each step outside what is measured); every rank takes the steps, the count following the
     gathered medians, so that each all-reduce has all its ranks."""
     if device.type != "cuda":
         return "the ranks run on the CPU (gloo): there is no GPU work to measure"
     calls = calls_for(statistics.median(step_s))
-    return measure_gpu_time(step, calls, device, before_call=dist.barrier, profiled=dist.get_rank() == 0)
+    return measure_gpu_time(step, calls, device, before_call=dist.barrier, profiled=rank == 0)
 
 
 def _synchronize(device: torch.device) -> None:
@@ -422,6 +389,11 @@ def _allocated(device: torch.device) -> int | None:
 def _reset_peak(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak(device: torch.device) -> int | None:
+    """The most allocated since the last _reset_peak; None on the CPU."""
+    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
 
 
 def _free(device: torch.device) -> None:

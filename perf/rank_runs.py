@@ -11,10 +11,25 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import torch
 
 from parallel.launch import RankFailed, RanksTimedOut, run_ranks
 
 _RUNS: dict[tuple, Any] = {}
+
+
+def launched_world_size() -> int | None:
+    """The launcher's world size when this process is one of its ranks; None when the suite spawns
+    its own ranks (as it always does so far)."""
+    return None
+
+
+def nccl_unavailable(world_size: int) -> str | None:
+    """Why NCCL cannot run `world_size` spawned ranks here (a GPU each), or None."""
+    gpus = torch.cuda.device_count()
+    if world_size > gpus:
+        return f"nccl with {world_size} ranks needs {world_size} GPUs; {gpus} visible"
+    return None
 
 
 def measured_once(

@@ -18,10 +18,10 @@ from typing import Any
 from model.config import FLOP_MODES, PRESETS
 from model.precision import PRECISIONS
 from perf import dp_report, precision_report
-from perf.allreduce_workloads import SUITE as ALLREDUCE_SUITE
 from perf.attention_report import is_attention_result
 from perf.attention_shapes import ATTENTION_MODES, SWEEPS, AttentionShape
 from perf.attention_workloads import PROVIDERS
+from perf.collective_specs import ALLREDUCE_SUITE
 from perf.dp_workloads import BUCKETED, VARIANTS
 from perf.dp_workloads import SUITE as DP_SUITE
 from perf.report_format import Info, registry_order

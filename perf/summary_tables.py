@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from perf import (
-    allreduce_report,
     attention_report,
+    collectives_report,
     compile_report,
     dp_report,
     memory_report,
@@ -23,6 +23,6 @@ SUMMARY_TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
     (compile_report.ATTENTION_TITLE, compile_report.attention_table),
     *precision_report.TABLES,
     *memory_report.TABLES,
-    (allreduce_report.TITLE, allreduce_report.table),
+    (collectives_report.TITLE, collectives_report.table),
     *dp_report.TABLES,
 ]

@@ -1,5 +1,6 @@
-"""Data-parallel training on 2 ranks: step time of each wrapper against one GPU alone and torch DDP, and
-the optimizer memory that sharding AdamW's state saves.
+"""Data-parallel training on 2 ranks (under a launcher, its world): step time, peak memory and training
+state per rank of each wrapper against one GPU alone, torch DDP and torch's FSDP2, and the optimizer
+memory that sharding AdamW's state saves.
 
 Parametrized by the tier (conftest.py): the preset, and DDPBucketed's bucket sizes; the variants and
 optimizer kinds here. Starting the ranks and building the model cost seconds (minutes at xl for every
@@ -15,15 +16,12 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from perf.dp_steps import BUCKETED, OPTIMIZER_KINDS, VARIANTS
 from perf.dp_workloads import (
-    BUCKETED,
     MAX_TIMED_STEPS,
-    OPTIMIZER_KINDS,
     SHARDED_SUITE,
     SUITE,
     TORCH_DDP_BUCKET_MB,
-    VARIANTS,
-    WORLD_SIZE,
     DPCase,
     OptimizerMemory,
     StepTimes,
@@ -31,38 +29,63 @@ from perf.dp_workloads import (
     cases_for,
     comparison_figures,
     dp_config,
+    dp_world_size,
     measure_data_parallel,
     measure_optimizer_memory,
     run_timeout_s,
+    too_few_ranks,
 )
 from perf.harness import TimingPolicy, Work
-from perf.rank_runs import measured_once
+from perf.rank_runs import launched_world_size, measured_once
 from perf.tiers import Tier
 
 # Timed steps per optimizer in the memory run: a timing for the harness, not the figure it is for.
 MEMORY_TIMED_STEPS = 5
 
 
-def _backend() -> str:
+def _world() -> tuple[int, str]:
+    """(world size, backend) of this run, or a skip saying why there is none."""
+    world_size = dp_world_size()
+    reason = too_few_ranks(world_size)
+    if reason is not None:
+        pytest.skip(reason)
     gpus = torch.cuda.device_count()
-    backend = backend_for(gpus)
+    backend = backend_for(gpus, world_size, launched=launched_world_size() is not None)
     if backend is None:
-        pytest.skip(f"data parallel on GPUs needs {WORLD_SIZE}; {gpus} visible")
-    return backend
+        pytest.skip(f"data parallel on GPUs needs {world_size}; {gpus} visible")
+    return world_size, backend
 
 
 def _measured(
-    key: tuple, backend: str, measure: Callable[..., dict], args: tuple, timeout_s: float, what: str
+    key: tuple,
+    world_size: int,
+    backend: str,
+    measure: Callable[..., dict],
+    args: tuple,
+    timeout_s: float,
+    what: str,
 ) -> dict:
-    return measured_once(key, measure, WORLD_SIZE, backend=backend, args=args, timeout_s=timeout_s, what=what)
+    # Every measure function takes the backend first: it, not the process group's, decides the device.
+    return measured_once(
+        (*key, world_size),
+        measure,
+        world_size,
+        backend=backend,
+        args=(backend, *args),
+        timeout_s=timeout_s,
+        what=what,
+    )
 
 
-def _steps(backend: str, preset: str, tier: Tier, policy: TimingPolicy) -> dict[DPCase, StepTimes]:
+def _steps(
+    world_size: int, backend: str, preset: str, tier: Tier, policy: TimingPolicy
+) -> dict[DPCase, StepTimes]:
     cases = cases_for(tier.bucket_sizes_mb)
     max_steps = max(policy.min_rounds, MAX_TIMED_STEPS)
     key = (SUITE, backend, preset, cases, policy.budget_s, policy.min_rounds, max_steps)
     return _measured(
         key,
+        world_size,
         backend,
         measure_data_parallel,
         (preset, cases, policy.budget_s, policy.min_rounds, max_steps),
@@ -72,35 +95,40 @@ def _steps(backend: str, preset: str, tier: Tier, policy: TimingPolicy) -> dict[
 
 
 def _record_step(bench, tier: Tier, preset: str, case: DPCase) -> None:
-    backend = _backend()
+    world_size, backend = _world()
     config = dp_config(preset, backend)  # an unknown preset fails here, before any rank starts
     # Every variant of a preset side by side, the bucket sizes among them, "single" the reference.
-    bench.benchmark.group = f"data parallel {preset} fp32 world{WORLD_SIZE}"
-    times = _steps(backend, preset, tier, bench.policy)
+    bench.benchmark.group = f"data parallel {preset} fp32 world{world_size}"
+    times = _steps(world_size, backend, preset, tier, bench.policy)
     measured = times[case]
     assert len(measured.step_s) >= bench.policy.min_rounds and min(measured.step_s) > 0
     # Each step's time in finish_gradient_synchronization lies inside the step, on every rank.
     assert all(0 <= sync <= step for sync, step in zip(measured.sync_s, measured.step_s, strict=True))
+    assert len(measured.state_bytes_per_rank) == world_size and min(measured.state_bytes_per_rank) > 0
     bench.record_rounds(
         measured.step_s,
         # tokens/s is the global rate: every rank's batch counts.
-        work=Work(tokens=WORLD_SIZE * config.batch_size * config.context_length),
+        work=Work(tokens=world_size * config.batch_size * config.context_length),
         gpu=measured.gpu,
         suite=SUITE,
         variant=case.variant,
         bucket_size_mb=TORCH_DDP_BUCKET_MB if case.variant == "torch_ddp" else case.bucket_size_mb,
         preset=preset,
-        world_size=WORLD_SIZE,
+        world_size=world_size,
         backend=backend,
         batch_per_rank=config.batch_size,
         context=config.context_length,
+        # The harness's key for the most allocated during the timed rounds, here the largest rank's.
+        peak_memory_bytes=measured.peak_bytes,
+        state_bytes_per_rank=list(measured.state_bytes_per_rank),
         **comparison_figures(times, case),
     )
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_data_parallel_step(bench, tier: Tier, dp_preset: str, variant: str):
-    """A training step (zero_grad, forward, loss, backward, gradient averaging, AdamW) of `variant`."""
+    """A training step (zero_grad, forward, loss, backward, gradient averaging, AdamW) of `variant`;
+    fsdp2's averaging is its reduce-scatters inside backward."""
     _record_step(bench, tier, dp_preset, DPCase(variant))
 
 
@@ -109,10 +137,11 @@ def test_data_parallel_bucketed(bench, tier: Tier, dp_preset: str, bucket_size_m
     _record_step(bench, tier, dp_preset, DPCase(BUCKETED, bucket_size_mb))
 
 
-def _memory(backend: str, preset: str) -> dict[str, OptimizerMemory]:
+def _memory(world_size: int, backend: str, preset: str) -> dict[str, OptimizerMemory]:
     key = (SHARDED_SUITE, backend, preset, OPTIMIZER_KINDS, MEMORY_TIMED_STEPS)
     return _measured(
         key,
+        world_size,
         backend,
         measure_optimizer_memory,
         (preset, OPTIMIZER_KINDS, MEMORY_TIMED_STEPS),
@@ -127,12 +156,14 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, optimizer_k
     """Memory per rank with AdamW over every parameter, and with its state sharded over the ranks.
 
     after_build: weights; before_step: and gradients; after_step: and AdamW's state, allocated by its
-    first step; peak: the most that first training step (forward to optimizer step) had allocated.
+    first step; peak: the most that first training step (forward to optimizer step) had allocated;
+    state_bytes_per_rank: parameters, gradients and AdamW's state after the timed steps, as the
+    data-parallel step's results count them.
     """
-    backend = _backend()
+    world_size, backend = _world()
     config = dp_config(dp_preset, backend)
-    bench.benchmark.group = f"sharded optimizer {dp_preset} fp32 world{WORLD_SIZE}"
-    memory = _memory(backend, dp_preset)
+    bench.benchmark.group = f"sharded optimizer {dp_preset} fp32 world{world_size}"
+    memory = _memory(world_size, backend, dp_preset)
     measured, unsharded = memory[optimizer_kind], memory["adamw"]
     assert measured.optimizer_state_bytes > 0
     if optimizer_kind == "sharded_adamw":
@@ -140,12 +171,12 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, optimizer_k
         assert measured.optimizer_state_bytes < unsharded.optimizer_state_bytes
     bench.record_rounds(
         measured.step_s,
-        work=Work(tokens=WORLD_SIZE * config.batch_size * config.context_length),
+        work=Work(tokens=world_size * config.batch_size * config.context_length),
         gpu=measured.gpu,
         suite=SHARDED_SUITE,
         optimizer_kind=optimizer_kind,
         preset=dp_preset,
-        world_size=WORLD_SIZE,
+        world_size=world_size,
         backend=backend,
         batch_per_rank=config.batch_size,
         context=config.context_length,
@@ -154,5 +185,6 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, optimizer_k
         after_step_bytes=measured.after_step_bytes,
         peak_bytes=measured.peak_bytes,
         optimizer_state_bytes=measured.optimizer_state_bytes,
+        state_bytes_per_rank=list(measured.state_bytes_per_rank),
         state_vs_adamw=measured.optimizer_state_bytes / unsharded.optimizer_state_bytes,
     )

@@ -13,6 +13,7 @@ from model.optim import OPTIMIZER_IMPLS
 from model.precision import PRECISIONS
 from perf.attention_shapes import ATTENTION_MODES, SWEEPS, AttentionShape, select_shapes
 from perf.attention_workloads import PROVIDERS
+from perf.collective_specs import COLLECTIVES, DTYPES, PLACEMENTS, CollectiveCase, cases
 from perf.workloads import LAUNCHES
 
 # The project's model with each attention implementation (flash_triton: the project's Triton kernel,
@@ -70,11 +71,15 @@ class Tier:
     graph_presets: tuple[str, ...] = ()
     # Host-to-device copies (perf/test_transfer.py): bytes per copy.
     transfer_sizes: tuple[int, ...] = ()
-    # All-reduce (perf/test_allreduce.py): fp32 message bytes, process counts (those beyond the
-    # GPUs present skip for nccl), backends.
+    # Collectives (perf/test_allreduce.py, perf/test_collectives.py): message bytes of every
+    # collective, process counts (those beyond the GPUs present skip for nccl), backends, and the
+    # collectives, dtypes and placements measured (perf/collective_specs.py).
     allreduce_sizes: tuple[int, ...] = ()
     world_sizes: tuple[int, ...] = (2,)
     allreduce_backends: tuple[str, ...] = ("gloo",)
+    collectives: tuple[str, ...] = tuple(COLLECTIVES)
+    collective_dtypes: tuple[str, ...] = tuple(DTYPES)
+    placements: tuple[str, ...] = PLACEMENTS
     # Data parallel training (perf/test_data_parallel.py): preset, and bucket sizes of DDPBucketed.
     dp_presets: tuple[str, ...] = ()
     bucket_sizes_mb: tuple[float, ...] = ()
@@ -92,6 +97,21 @@ class Tier:
     @property
     def scaling_shapes(self) -> tuple[AttentionShape, ...]:
         return select_shapes(("naive_scaling",), self.scaling_seqs, self.scaling_head_dims)
+
+    @property
+    def collective_run_cases(self) -> tuple[CollectiveCase, ...]:
+        """Every collective case one run of ranks measures: each placement a collective offers."""
+        return cases(self.collectives, self.collective_dtypes, self.placements)
+
+    @property
+    def allreduce_dtypes(self) -> tuple[str, ...]:
+        """test_allreduce's dtypes: all-reduce exists in place only, under the names its baselines have."""
+        return tuple(c.dtype for c in self.collective_run_cases if c.collective == "all_reduce")
+
+    @property
+    def collective_cases(self) -> tuple[CollectiveCase, ...]:
+        """test_collective's cases: every collective case but all-reduce's."""
+        return tuple(c for c in self.collective_run_cases if c.collective != "all_reduce")
 
     def with_overrides(self, **axes: tuple | str | None) -> Tier:
         return replace(self, **{k: v for k, v in axes.items() if v is not None})
@@ -126,8 +146,10 @@ TIERS: dict[str, Tier] = {
         memory_contexts=(64, 128),
         graph_presets=("tiny",),
         transfer_sizes=(2**20,),
-        # gloo on a laptop: 2 and 4 processes; 100 MiB takes about 50 ms at gloo's 2 GB/s.
-        allreduce_sizes=(2**20, 10 * 2**20, 100 * 2**20),
+        # gloo on a laptop: 2 and 4 processes, every collective, dtype and placement (14 cases). 10 MiB
+        # is near gloo's bandwidth already (fp32 all-reduce, 2 ranks on 2 cores: 0.90 GB/s against
+        # 0.98 at 100 MiB); 100 MiB took 53 s of a 75 s run with --benchmark-disable.
+        allreduce_sizes=(2**20, 10 * 2**20),
         world_sizes=(2, 4),
         allreduce_backends=("gloo",),
         dp_presets=("tiny",),
@@ -257,4 +279,7 @@ AXIS_CHOICES: dict[str, tuple] = {
     "attention-modes": ATTENTION_MODES,
     "attention-sweeps": tuple(SWEEPS),
     "allreduce-backends": ALLREDUCE_BACKENDS,
+    "collectives": tuple(COLLECTIVES),
+    "collective-dtypes": tuple(DTYPES),
+    "placements": PLACEMENTS,
 }

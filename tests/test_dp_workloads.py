@@ -1,5 +1,6 @@
-"""The data-parallel measurement: cases, backend, shapes, time limit, derived figures, optimizer state, and
-one short gloo run of steps and optimizer memory on 2 ranks."""
+"""The data-parallel measurement: cases, world size, backend, shapes, time limit, derived figures,
+optimizer and training state, and one short gloo run on 2 ranks: steps, optimizer memory, and FSDP2's
+step against one process's."""
 
 import pytest
 import torch
@@ -7,27 +8,39 @@ import torch.distributed as dist
 from torch import nn
 
 from parallel.launch import run_ranks
+from perf.dp_steps import (
+    LEARNING_RATE,
+    OPTIMIZER_KINDS,
+    VARIANTS,
+    build_adamw,
+    build_training_step,
+    held_state_bytes,
+    optimizer_state_bytes,
+    step_function,
+)
 from perf.dp_workloads import (
     BATCH_PER_RANK,
     BUILD_S,
-    OPTIMIZER_KINDS,
     SLOWEST_STEP_S,
-    VARIANTS,
     WARMUP_STEPS,
     WORLD_SIZE,
     DPCase,
     StepTimes,
     backend_for,
-    build_adamw,
     cases_for,
     comparison_figures,
     dp_config,
+    dp_world_size,
     measure_data_parallel,
     measure_optimizer_memory,
-    optimizer_state_bytes,
+    rank_device,
     run_timeout_s,
+    too_few_ranks,
 )
-from perf.workloads import build_model
+from perf.test_data_parallel import _world
+from perf.workloads import build_model, random_batch
+
+CPU = torch.device("cpu")
 
 
 # --------------------------------------------------------------------------- cases
@@ -40,7 +53,10 @@ def test_cases_are_every_variant_then_each_bucket_size():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("ring",), r"variant: unknown value 'ring'; accepted: single, naive, .*, torch_ddp, bucketed"),
+        (
+            ("ring",),
+            r"variant: unknown value 'ring'; accepted: single, naive, .*, torch_ddp, fsdp2, bucketed",
+        ),
         (("flat", 10.0), r"bucket_size_mb: only the 'bucketed' variant takes one; got 10.0 for 'flat'"),
         (("bucketed",), r"bucket_size_mb must be a finite number > 0 \(MiB\); got None"),
         (("bucketed", 0.0), r"bucket_size_mb must be a finite number > 0 \(MiB\); got 0.0"),
@@ -52,16 +68,57 @@ def test_bad_cases_say_what_is_accepted(args, message):
         DPCase(*args)
 
 
-# --------------------------------------------------------------------------- backend and shapes
-@pytest.mark.parametrize(("gpus", "backend"), [(0, "gloo"), (1, None), (2, "nccl"), (8, "nccl")])
-def test_backend_is_nccl_on_two_gpus_gloo_without_any_and_none_with_one(gpus, backend):
-    assert backend_for(gpus) == backend
+# --------------------------------------------------------------------------- world, backend and shapes
+@pytest.mark.parametrize(("launched", "world_size"), [(None, WORLD_SIZE), (4, 4), (1, 1)])
+def test_world_size_is_the_launchers_else_two(monkeypatch, launched, world_size):
+    # None: the suite spawns its own ranks; else this process is a rank of a launcher's world.
+    monkeypatch.setattr("perf.dp_workloads.launched_world_size", lambda: launched)
+    assert dp_world_size() == world_size
+
+
+def test_a_launched_world_of_one_rank_skips_the_benchmarks(monkeypatch):
+    monkeypatch.setattr("perf.dp_workloads.launched_world_size", lambda: 1)
+    reason = "data parallel needs at least 2 ranks; the launcher started 1"
+    with pytest.raises(pytest.skip.Exception, match=reason):
+        _world()  # what every data-parallel benchmark asks first
+    assert too_few_ranks(2) is None
+
+
+@pytest.mark.parametrize(
+    ("gpus", "world_size", "backend"),
+    [
+        (0, 2, "gloo"),
+        (0, 8, "gloo"),
+        (1, 2, None),
+        (2, 2, "nccl"),
+        (8, 2, "nccl"),
+        (2, 4, None),
+        (4, 4, "nccl"),
+    ],
+)
+def test_backend_is_nccl_with_a_gpu_per_rank_gloo_without_any_and_none_between(gpus, world_size, backend):
+    assert backend_for(gpus, world_size) == backend
+
+
+@pytest.mark.parametrize(("gpus", "backend"), [(0, "gloo"), (8, "nccl")])
+def test_a_launchers_ranks_span_nodes_and_need_no_gpu_each_here(gpus, backend):
+    assert backend_for(gpus, 16, launched=True) == backend  # two nodes of 8 ranks
 
 
 @pytest.mark.parametrize("gpus", [-1, 2.0, True])
 def test_backend_rejects_bad_gpu_counts(gpus):
     with pytest.raises(ValueError, match="visible_gpus: an int >= 0 is accepted"):
-        backend_for(gpus)
+        backend_for(gpus, WORLD_SIZE)
+
+
+def test_the_named_backend_picks_the_device():
+    threads = torch.get_num_threads()
+    try:
+        assert rank_device("gloo", WORLD_SIZE) == CPU
+    finally:
+        torch.set_num_threads(threads)  # rank_device shares the cores out among the ranks
+    with pytest.raises(ValueError, match="backend: unknown value 'mpi'; accepted: nccl, gloo"):
+        rank_device("mpi", WORLD_SIZE)
 
 
 @pytest.mark.parametrize(("backend", "context"), [("nccl", 512), ("gloo", 128)])
@@ -139,76 +196,144 @@ def test_comparison_without_single_or_torch_ddp_leaves_their_figures_out():
 # --------------------------------------------------------------------------- optimizers
 def test_optimizer_state_is_counted_once_adamw_has_stepped():
     layer = nn.Linear(3, 5)  # 20 parameters in 2 tensors
-    optimizer = build_adamw(layer.parameters(), "adamw", torch.device("cpu"))
+    optimizer = build_adamw(layer.parameters(), "adamw", CPU)
     assert optimizer.defaults["foreach"] is True
     assert optimizer_state_bytes(optimizer) == 0  # AdamW allocates its state in the first step
+    assert held_state_bytes(layer, optimizer) == 20 * 4  # the weights alone: no gradient yet
     layer(torch.ones(2, 3)).sum().backward()
     optimizer.step()
     moments = 2 * 20 * 4  # exp_avg and exp_avg_sq in fp32
     assert moments < optimizer_state_bytes(optimizer) <= moments + 2 * 8  # and a scalar step per tensor
+    # Weights and gradients beside it.
+    assert held_state_bytes(layer, optimizer) == 2 * 20 * 4 + optimizer_state_bytes(optimizer)
 
 
 def test_build_adamw_rejects_unknown_kinds_and_needs_a_group_to_shard():
     params = list(nn.Linear(3, 5).parameters())
     with pytest.raises(ValueError, match="kind: unknown value 'sgd'; accepted: adamw, sharded_adamw"):
-        build_adamw(params, "sgd", torch.device("cpu"))
+        build_adamw(params, "sgd", CPU)
     with pytest.raises(RuntimeError, match=r"ShardedOptimizer needs torch\.distributed to be initialized"):
-        build_adamw(params, "sharded_adamw", torch.device("cpu"))
+        build_adamw(params, "sharded_adamw", CPU)
 
 
 # --------------------------------------------------------------------------- a gloo run
-# No wrapper, a blocking all-reduce after backward, all-reduces started in backward, torch DDP.
-CASES = (DPCase("single"), DPCase("flat"), DPCase("bucketed", 0.1), DPCase("torch_ddp"))
+# No wrapper, a blocking all-reduce after backward, all-reduces started in backward, torch DDP, FSDP2.
+CASES = (DPCase("single"), DPCase("flat"), DPCase("bucketed", 0.1), DPCase("torch_ddp"), DPCase("fsdp2"))
 STEPS = 2
 
 
-def _steps_and_memory(rank: int, world_size: int) -> tuple:
-    steps = measure_data_parallel(rank, world_size, "tiny", CASES, 0.0, STEPS, STEPS)
-    return steps, measure_optimizer_memory(rank, world_size, "tiny", OPTIMIZER_KINDS, STEPS)
+def _in_every_rank(rank: int, world_size: int) -> tuple:
+    """The steps and optimizer memory as the benchmarks measure them; then one FSDP2 step from fresh
+    weights: this rank's loss, and every parameter and its gradient after it, whole (gathered from
+    the shards)."""
+    steps = measure_data_parallel(rank, world_size, "gloo", "tiny", CASES, 0.0, STEPS, STEPS)
+    memory = measure_optimizer_memory(rank, world_size, "gloo", "tiny", OPTIMIZER_KINDS, STEPS)
+    fsdp2 = build_training_step("fsdp2", None, dp_config("tiny", "gloo"), rank, world_size, CPU)
+    loss, _ = fsdp2.run()
+    params = list(fsdp2.model.parameters())  # DTensors: this rank's shards
+    whole = [(param.full_tensor(), param.grad.full_tensor()) for param in params]
+    return steps, memory, (loss.item(), whole)
 
 
 @pytest.fixture(scope="module")
 def gloo_run() -> list[tuple]:
-    return run_ranks(_steps_and_memory, WORLD_SIZE, backend="gloo", timeout_s=120)
+    return run_ranks(_in_every_rank, WORLD_SIZE, backend="gloo", timeout_s=120)
 
 
 def test_every_rank_returns_the_slowest_ranks_steps(gloo_run):
-    assert gloo_run[0] == gloo_run[1]  # gathered: every rank holds the same
-    steps, _ = gloo_run[0]
+    assert gloo_run[0][:2] == gloo_run[1][:2]  # gathered: every rank holds the same
+    steps, _, _ = gloo_run[0]
     assert list(steps) == list(CASES)
     for case, times in steps.items():
         assert len(times.step_s) == len(times.sync_s) == STEPS, case
         assert all(0 < s < 60 for s in times.step_s), case
         assert all(0 <= sync <= step for sync, step in zip(times.sync_s, times.step_s, strict=True)), case
+        assert times.peak_bytes is None, case  # a CUDA allocator figure
 
 
 def test_time_in_gradient_synchronization_only_where_there_is_a_finish(gloo_run):
-    steps, _ = gloo_run[0]
-    for case in (DPCase("single"), DPCase("torch_ddp")):
+    steps, _, _ = gloo_run[0]
+    for case in (DPCase("single"), DPCase("torch_ddp"), DPCase("fsdp2")):
         assert steps[case].sync_s == (0.0,) * STEPS
     for case in (DPCase("flat"), DPCase("bucketed", 0.1)):
         assert min(steps[case].sync_s) > 0  # gloo all-reduces (flat) or waits for them (bucketed)
 
 
+def test_fsdp2_holds_one_replicas_state_split_over_the_ranks(gloo_run):
+    steps, _, _ = gloo_run[0]
+    replica = steps[DPCase("torch_ddp")].state_bytes_per_rank
+    # Every replicating variant holds the whole model, its gradients and AdamW's state on every rank.
+    for case in (DPCase("single"), DPCase("flat"), DPCase("bucketed", 0.1)):
+        assert steps[case].state_bytes_per_rank == replica, case
+    assert len(set(replica)) == 1 and len(replica) == WORLD_SIZE
+    sharded = steps[DPCase("fsdp2")].state_bytes_per_rank
+    assert max(sharded) < min(replica)
+    # Every tiny parameter's first dimension divides by 2: the shards of parameters, gradients and
+    # moments add up to one replica's exactly; only AdamW's step counts (one scalar per parameter,
+    # 84 bytes at tiny) are on every rank.
+    assert sum(sharded) == pytest.approx(replica[0], rel=1e-4)
+
+
 def test_sharded_state_per_rank_is_about_one_over_world(gloo_run):
-    _, memory = gloo_run[0]
+    _, memory, _ = gloo_run[0]
     whole, sharded = memory["adamw"], memory["sharded_adamw"]
     for figures in (whole, sharded):
         assert figures.after_build_bytes is None and figures.peak_bytes is None  # CUDA allocator figures
         assert len(figures.step_s) == STEPS and min(figures.step_s) > 0
     # Every rank keeps the whole state without sharding; sharded, the ranks' shards add up to it.
-    assert whole.state_bytes_per_rank == (whole.optimizer_state_bytes,) * WORLD_SIZE
-    assert sum(sharded.state_bytes_per_rank) == whole.optimizer_state_bytes
-    assert sharded.optimizer_state_bytes == max(sharded.state_bytes_per_rank)
+    assert whole.optimizer_state_bytes_per_rank == (whole.optimizer_state_bytes,) * WORLD_SIZE
+    assert sum(sharded.optimizer_state_bytes_per_rank) == whole.optimizer_state_bytes
+    assert sharded.optimizer_state_bytes == max(sharded.optimizer_state_bytes_per_rank)
+    # Weights and gradients stay whole on every rank: the training state shrinks by the state saved.
+    for rank in range(WORLD_SIZE):
+        saved = whole.optimizer_state_bytes_per_rank[rank] - sharded.optimizer_state_bytes_per_rank[rank]
+        assert whole.state_bytes_per_rank[rank] - sharded.state_bytes_per_rank[rank] == saved
     # Parameters go largest first to the rank owning the fewest bytes, so the fullest rank exceeds an
     # even share by at most the last parameter it got: one placed after each rank has one, at most the
     # (WORLD_SIZE + 1)-th largest. At tiny that is 64 KiB of 5.4 MiB (the two 2.4 MiB embedding
     # tables come first): 1.2%.
-    model = build_model("sdpa", dp_config("tiny", "gloo"), torch.device("cpu"))
+    model = build_model("sdpa", dp_config("tiny", "gloo"), CPU)
     sizes = sorted((p.nbytes for p in model.parameters()), reverse=True)
     tolerance = sizes[WORLD_SIZE] / sum(sizes)
     ratio = sharded.optimizer_state_bytes / whole.optimizer_state_bytes
     assert ratio == pytest.approx(1 / WORLD_SIZE, abs=tolerance)
+
+
+def test_fsdp2_step_on_two_ranks_is_one_process_step_on_their_batches(gloo_run):
+    """One process, rank 0's weights (every variant trains them) and the ranks' batches stacked: the
+    loss is the mean of the ranks' losses, the gradients are FSDP2's averaged ones, and AdamW leaves
+    every weight where FSDP2 left it.
+
+    Tolerances: the loss to fp32's summation order (observed: equal). A gradient within 1e-4 of its
+    tensor's largest: sums in another order differ by at most 5e-7 of it at tiny, a sum not divided
+    by the world size by 50%. A weight within 1% of the learning rate: AdamW's first step moves a weight
+    by lr * g / (|g| + eps), about lr where |g| >> eps (and the same for any scale of g, hence the
+    gradients' own check), so 1% of lr still tells a wrong update from a right one; the most seen was
+    0.19% (2e-7), where |g| is near eps and the move follows g's last bits.
+    """
+    config = dp_config("tiny", "gloo")
+    torch.manual_seed(0)
+    model = build_model("sdpa", config, CPU)
+    batches = [random_batch(config, CPU, seed=rank) for rank in range(WORLD_SIZE)]  # (B, T) each
+    inputs, targets = (torch.cat(rows) for rows in zip(*batches, strict=True))  # (WORLD_SIZE * B, T)
+    step = step_function(model, None, build_adamw(model.parameters(), "adamw", CPU), inputs, targets)
+    loss, _ = step()
+    losses = [loss_of_rank for _, _, (loss_of_rank, _) in gloo_run]
+    assert sum(losses) / WORLD_SIZE == pytest.approx(loss.item(), rel=1e-6)
+    for rank_run in gloo_run:
+        _, _, (_, whole) = rank_run
+        for (name, expected), (param, grad) in zip(model.named_parameters(), whole, strict=True):
+            scale = expected.grad.abs().max().item()
+            torch.testing.assert_close(
+                grad, expected.grad, rtol=0, atol=1e-4 * scale, msg=lambda m, name=name: f"{name}: {m}"
+            )
+            torch.testing.assert_close(
+                param,
+                expected.detach(),
+                rtol=0,
+                atol=LEARNING_RATE / 100,
+                msg=lambda m, name=name: f"{name}: {m}",
+            )
 
 
 # --------------------------------------------------------------------------- NVTX ranges
@@ -217,7 +342,7 @@ def test_one_rank_in_this_process_marks_each_cases_steps_and_phases():
     try:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
             steps = measure_data_parallel(
-                0, 1, "tiny", (DPCase("single"), DPCase("bucketed", 0.1)), 0.0, 1, 1
+                0, 1, "gloo", "tiny", (DPCase("single"), DPCase("bucketed", 0.1)), 0.0, 1, 1
             )
     finally:
         dist.destroy_process_group()

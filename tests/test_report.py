@@ -281,7 +281,7 @@ def test_report_holds_machine_tables_and_every_plot(tmp_path, capsys, everything
         ):
             assert fact in text
         # The end-of-run tables of the suites, as conftest prints them.
-        assert "all-reduce (fp32): median, algorithm and bus bandwidth" in text
+        assert "collectives: median, algbw and busbw in GB/s" in text
         assert "n x n matmuls per math mode" in text and "gloo with 4 ranks" in text
     # Every plot is linked from both, and every link has its file.
     md_links = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md))

@@ -1,0 +1,26 @@
+"""Bandwidth of the collectives of sharded training beside all-reduce (perf/test_allreduce.py):
+all-gather, reduce-scatter, broadcast and all-to-all, gloo on CPU tensors, NCCL with one GPU per rank.
+
+Parametrized by the tier (conftest.py): the case (collective, dtype, placement; only the placements
+torch offers), backend, world size and size, e.g.
+`test_collective[all_gather-bf16-out_of_place-nccl-world2-1GiB]`. Sizes, bandwidths and the
+wrong-element check are defined in perf/collective_specs.py; one run of ranks per backend and world
+size measures every case (perf/collective_bench.py).
+"""
+
+from __future__ import annotations
+
+from perf.collective_bench import bench_collective
+from perf.collective_specs import CollectiveCase
+from perf.tiers import Tier
+
+
+def test_collective(
+    bench,
+    tier: Tier,
+    collective_case: CollectiveCase,
+    allreduce_backend: str,
+    world_size: int,
+    allreduce_size: int,
+):
+    bench_collective(bench, tier, collective_case, allreduce_backend, world_size, allreduce_size)
