@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from perf import gpu_time, harness
+from perf import gpu_time, harness, launched_session
 from perf.attention_shapes import SWEEPS
 from perf.results import recorded_on
 from perf.summary_tables import SUMMARY_TABLES
@@ -246,12 +246,18 @@ def _select_tier(config: pytest.Config, device: torch.device) -> Tier:
 
 # --------------------------------------------------------------------------- set-up and baselines
 def pytest_configure(config: pytest.Config) -> None:
+    # Under torchrun or srun this process is one rank of the job: it joins the launcher's group first.
+    launched_session.join(config)
     try:
-        device = harness.resolve_device(config.getoption("device"))
+        device = launched_session.device(config.getoption("device")) or harness.resolve_device(
+            config.getoption("device")
+        )
     except ValueError as err:
         raise pytest.UsageError(str(err)) from None
     config.perf_device = device
-    config.perf_tier = _select_tier(config, device)
+    config.perf_tier = launched_session.world_sizes(
+        _select_tier(config, device), given=config.getoption("world_sizes") is not None
+    )
     config.perf_notes = []
     config.perf_out_of_memory = []
     config.perf_snapshot_dir = _snapshot_dir(config, device)
@@ -373,6 +379,17 @@ def _recorded_on(perf_info: object) -> str:
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     machine_info["perf"] = harness.machine_info(config.perf_device)
+    launch = launched_session.machine_info()
+    if launch is not None:
+        machine_info["perf"]["launch"] = launch
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    launched_session.skip_single_process(items)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    launched_session.finish()
 
 
 def _collected_benchmarks(items: list[pytest.Item]) -> bool:
@@ -381,7 +398,7 @@ def _collected_benchmarks(items: list[pytest.Item]) -> bool:
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
     """Said after collection, and only when benchmarks were collected: where they run and how."""
-    config.perf_collected = _collected_benchmarks(items)
+    config.perf_collected = _collected_benchmarks(items) and launched_session.records_here()
     config.perf_attention_collected = any(
         "attention_provider" in getattr(i, "fixturenames", ()) for i in items
     )
@@ -405,6 +422,9 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         )
     if not harness.NVTX_AVAILABLE:
         config.perf_notes.append("nvtx is not importable: no NVTX ranges for nsys (pip install nvtx)")
+    launch = launched_session.header()
+    if launch:
+        lines.append(f"perf: {launch}")
     lines += [f"perf: {note}" for note in _cpu_notes(config) + config.perf_notes]
     return lines
 

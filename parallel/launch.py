@@ -38,8 +38,8 @@ _PEER_FAILURE_WAIT_S = 2.0
 class RankFailed(RuntimeError):
     """A rank raised; the message holds its traceback."""
 
-    def __init__(self, rank: int, formatted_traceback: str):
-        super().__init__(f"rank {rank} raised:\n{formatted_traceback}")
+    def __init__(self, rank: int, formatted_traceback: str, what: str = "raised"):
+        super().__init__(f"rank {rank} {what}:\n{formatted_traceback}")
         self.rank = rank
 
 
@@ -119,8 +119,8 @@ def _collect(processes: list, results, timeout_s: float) -> list[Any]:
             if dead and results.empty():
                 # Killed without reporting (out of memory, a signal): nothing more will come from it.
                 rank = processes.index(dead[0])
-                message = f"process exited with code {dead[0].exitcode} without a result"
-                raise RankFailed(rank, message) from None
+                message = f"its process exited with code {dead[0].exitcode} without a result"
+                raise RankFailed(rank, message, what="ended") from None
             continue
         if not ok:
             raise _first_failure(rank, value, results)

@@ -158,7 +158,18 @@ def machine_info(device: torch.device) -> dict[str, Any]:
             "multiprocessors": props.multi_processor_count,
             "driver": _nvidia_driver(),
         }
+        # What decides collective bandwidth beside the GPUs: NCCL's version and the NCCL_* variables
+        # set (NCCL_NVLS_ENABLE, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, ...), which change its transports.
+        info["nccl"] = _nccl_version()
+        info["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
     return info
+
+
+def _nccl_version() -> str | None:
+    try:
+        return ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:  # a torch built without NCCL
+        return None
 
 
 def machine_slug(device: torch.device) -> str:

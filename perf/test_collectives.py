@@ -10,9 +10,14 @@ size measures every case (perf/collective_bench.py).
 
 from __future__ import annotations
 
+import pytest
+
 from perf.collective_bench import bench_collective
 from perf.collective_specs import CollectiveCase
 from perf.tiers import Tier
+
+# Measured in every rank of a process group: spawned here, or the launcher's (perf/launched_session.py).
+pytestmark = pytest.mark.distributed
 
 
 def test_collective(

@@ -39,6 +39,9 @@ from perf.harness import TimingPolicy, Work
 from perf.rank_runs import launched_world_size, measured_once
 from perf.tiers import Tier
 
+# Measured in every rank of a process group: spawned here, or the launcher's (perf/launched_session.py).
+pytestmark = pytest.mark.distributed
+
 # Timed steps per optimizer in the memory run: a timing for the harness, not the figure it is for.
 MEMORY_TIMED_STEPS = 5
 

@@ -1,0 +1,161 @@
+"""The distributed benchmarks under torchrun: two "nodes" on this machine, four ranks with gloo.
+
+Each test starts two torchrun agents with one c10d rendezvous, as two nodes of a cluster would, and
+runs pytest in every rank. They check what a cluster run needs: the benchmarks measure across all
+ranks, rank 0 alone stores results, and a rank that dies or raises ends the job with rank 0 naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from parallel.launch import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+# Seconds a job of 4 ranks on 2 cores may take: importing torch and the suite in each rank is ~10 s.
+JOB_TIMEOUT_S = 240
+# A killed rank ends the job within this (after the ranks have started).
+KILLED_RANK_S = 60
+AGENT_HEAD_START_S = 2.0
+DISTRIBUTED_FILES = ["perf/test_allreduce.py", "perf/test_collectives.py", "perf/test_data_parallel.py"]
+
+
+def _torchrun(nodes: int, per_node: int, pytest_args: list[str], env: dict[str, str], timeout_s: float):
+    """Start `nodes` torchrun agents that join one rendezvous; (exit codes, outputs, seconds)."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--nproc-per-node",
+        str(per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id",
+        "perf-test", "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.launch_faults", *pytest_args,
+    ]  # fmt: skip
+    start = time.monotonic()
+    agents = []
+    for node in range(nodes):
+        if node:
+            # The first agent hosts the rendezvous store and takes node rank 0 (ranks 0 to per_node - 1),
+            # as node0 does in a cluster: a rank killed on a later node leaves the store in place.
+            time.sleep(AGENT_HEAD_START_S)
+        agents.append(
+            subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env={**os.environ, **env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+        )
+    outputs = []
+    try:
+        for agent in agents:
+            outputs.append(agent.communicate(timeout=max(1.0, timeout_s - (time.monotonic() - start)))[0])
+    finally:
+        for agent in agents:
+            if agent.poll() is None:
+                os.killpg(agent.pid, signal.SIGKILL)
+                agent.wait()
+    return [a.returncode for a in agents], outputs, time.monotonic() - start
+
+
+def _rank0(outputs: list[str]) -> str:
+    (output,) = [o for o in outputs if "perf: launched by torchrun: rank 0 of" in o]
+    return output
+
+
+def _left_over() -> list[str]:
+    found = subprocess.run(["pgrep", "-f", "tests.launch_faults"], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+@pytest.mark.slow
+def test_two_nodes_measure_across_all_ranks_and_only_rank_0_stores(tmp_path):
+    storage = tmp_path / "results"
+    codes, outputs, _ = _torchrun(
+        2,
+        2,
+        [
+            *DISTRIBUTED_FILES,
+            # One size and one case of each collective; data parallel without the bucket sizes: what
+            # shows that each runs across the nodes, at the least that takes on 2 cores.
+            "--allreduce-sizes",
+            "64K",
+            "--collective-dtypes",
+            "fp32",
+            "-k",
+            "not bucketed and not fsdp2",
+            "--benchmark-max-time",
+            "0.01",
+            "--benchmark-min-rounds",
+            "2",
+            "--benchmark-storage",
+            f"file://{storage}",
+            "--benchmark-autosave",
+        ],
+        {},
+        JOB_TIMEOUT_S,
+    )
+    assert codes == [0, 0], "\n".join(outputs)
+    stored = list(storage.rglob("*.json"))
+    assert len(stored) == 1, stored  # rank 0's, and no rank's but rank 0's
+    result = json.loads(stored[0].read_text())
+    launch = result["machine_info"]["perf"]["launch"]
+    assert launch == {
+        "launcher": "torchrun",
+        "world_size": 4,
+        "nodes": 2,
+        "ranks_per_node": [2],
+        "gpus_per_node": [0],
+    }
+    infos = {b["name"]: b["extra_info"] for b in result["benchmarks"]}
+    assert "test_allreduce[gloo-world4-64KiB]" in infos
+    collectives = {x["collective"] for x in infos.values() if "collective" in x}
+    assert collectives == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"}
+    assert all(x["wrong_elements"] == 0 for x in infos.values() if "collective" in x)
+    assert {x["variant"] for x in infos.values() if x.get("suite") == "data_parallel"} == {
+        "single", "naive", "flat", "individual", "torch_ddp"
+    }  # fmt: skip
+    assert all(x["world_size"] == 4 for x in infos.values())
+    assert not _left_over()
+
+
+@pytest.mark.slow
+def test_a_killed_rank_ends_the_job_and_rank_0_names_it():
+    codes, outputs, seconds = _torchrun(
+        2,
+        2,
+        ["perf/test_allreduce.py", "--allreduce-sizes", "64K", "--benchmark-max-time", "0.5"],
+        {"PERF_TEST_FAULT": "kill:3:8"},
+        JOB_TIMEOUT_S,
+    )
+    assert all(code != 0 for code in codes)
+    assert seconds < KILLED_RANK_S + 20  # the agents' start and the ranks' imports come before it
+    rank0 = _rank0(outputs)
+    assert "rank 3 ended" in rank0 and "its heartbeat stopped" in rank0, rank0
+    assert not _left_over()
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_ends_the_job_and_rank_0_shows_its_error():
+    codes, outputs, _ = _torchrun(
+        1,
+        2,
+        ["perf/test_allreduce.py", "--allreduce-sizes", "64K"],
+        {"PERF_TEST_FAULT": "raise:1:5"},
+        JOB_TIMEOUT_S,
+    )
+    assert codes == [1]
+    rank0 = _rank0(outputs)
+    assert (
+        "rank 1 raised" in rank0
+        and "ArithmeticError: deliberate fault in rank 1 at its all-reduce 5" in rank0
+    )
+    assert not _left_over()
