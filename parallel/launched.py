@@ -182,15 +182,10 @@ class LaunchedGroup:
         )
         store.wait([f"member/{r}" for r in range(launch.world_size)], timeout)
         members = [json.loads(store.get(f"member/{r}")) for r in range(launch.world_size)]
-        short = [m for m in members if m["gpus"] and m["local_rank"] >= m["gpus"]]
-        if short:
+        shortage = gpu_shortage(members)
+        if shortage is not None:
             dist.destroy_process_group()
-            nodes = sorted({m["node"] for m in short})
-            raise LaunchError(
-                f"node(s) {', '.join(nodes)}: {max(m['local_rank'] for m in short) + 1} local ranks but "
-                f"{short[0]['gpus']} GPU(s) visible; NCCL needs a GPU per local rank (start at most "
-                "that many ranks per node, e.g. torchrun --nproc-per-node)"
-            )
+            raise LaunchError(shortage)
         return cls(launch, store, _topology(members))
 
     # ------------------------------------------------------------------ running
@@ -369,6 +364,20 @@ class _Run:
     timeout_s: float
     timed_out: bool = False
     failed: bool = False
+
+
+def gpu_shortage(members: list[dict[str, Any]]) -> str | None:
+    """Why the ranks cannot each have a GPU of their node (what NCCL needs), or None. `members`: per
+    rank its node, local rank and the GPUs its node shows; a node without GPUs runs gloo alone."""
+    short = [m for m in members if m["gpus"] and m["local_rank"] >= m["gpus"]]
+    if not short:
+        return None
+    nodes = sorted({m["node"] for m in short})
+    return (
+        f"node(s) {', '.join(nodes)}: {max(m['local_rank'] for m in short) + 1} local ranks but "
+        f"{short[0]['gpus']} GPU(s) visible; NCCL needs a GPU per local rank (start at most that many "
+        "ranks per node, e.g. torchrun --nproc-per-node)"
+    )
 
 
 def _topology(members: list[dict[str, Any]]) -> dict[str, Any]:

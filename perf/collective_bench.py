@@ -69,6 +69,9 @@ def bench_collective(
         f"{byte_size_label(size)} {case.collective} ({case.dtype}, {case.placement.replace('_', ' ')}), "
         f"{backend} with {world_size} ranks"
     )
+    if world_size < 2:
+        # A launcher's world of one rank (or --world-sizes 1): the collective copies within one rank.
+        pytest.skip(f"{what}: a collective needs 2 ranks or more; with 1 no byte crosses a link")
     problem = size_problem(case, size, world_size)
     if problem is not None:
         pytest.skip(f"{what}: {problem}")

@@ -83,6 +83,8 @@ def test_a_size_that_cannot_run_skips_before_any_ranks_start(monkeypatch):
         bench_collective(FakeBench(), TIERS["cpu"], ALL_GATHER, "gloo", 4, 6)
     with pytest.raises(pytest.skip.Exception, match="nccl with 1024 ranks needs 1024 GPUs"):
         bench_collective(FakeBench(), TIERS["cpu"], ALL_GATHER, "nccl", 1024, MIB)
+    with pytest.raises(pytest.skip.Exception, match="a collective needs 2 ranks or more"):
+        bench_collective(FakeBench(), TIERS["cpu"], ALL_GATHER, "gloo", 1, MIB)
 
 
 def test_the_run_measures_every_case_at_the_sizes_it_can_run():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from parallel.launched import Launch, LaunchError, _topology, launch_from_environment
+from parallel.launched import Launch, LaunchError, _topology, gpu_shortage, launch_from_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = {
@@ -66,6 +66,17 @@ def test_bad_launch_variables_name_what_is_wrong(change, message):
 def test_topology_counts_nodes_ranks_and_gpus_per_node():
     members = [{"node": n, "local_rank": r, "gpus": 8} for n in ("0", "1") for r in range(4)]
     assert _topology(members) == {"world_size": 8, "nodes": 2, "ranks_per_node": [4], "gpus_per_node": [8]}
+
+
+def test_more_local_ranks_than_gpus_is_refused_naming_the_node():
+    members = [{"node": "gpu-b", "local_rank": r, "gpus": 2} for r in range(4)]
+    members += [{"node": "gpu-a", "local_rank": r, "gpus": 8} for r in range(4)]
+    assert gpu_shortage(members) == (
+        "node(s) gpu-b: 4 local ranks but 2 GPU(s) visible; NCCL needs a GPU per local rank (start at "
+        "most that many ranks per node, e.g. torchrun --nproc-per-node)"
+    )
+    assert gpu_shortage(members[4:]) is None
+    assert gpu_shortage([{"node": "cpu-a", "local_rank": r, "gpus": 0} for r in range(4)]) is None  # gloo
 
 
 @pytest.mark.parametrize(
