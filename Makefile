@@ -25,15 +25,15 @@ baseline: env
 	$(PY) -m pytest perf/ --benchmark-save=$${NAME-baseline} $(ARGS)
 
 # Fail only on slowdowns beyond the threshold and the runs' own noise that persist when measured again.
-# GATE_ARGS go to the gate (--threshold, --z, --remeasure, --baseline); ARGS to pytest.
+# GATE_ARGS go to the gate (--threshold, --z, --remeasure, --baseline); ARGS to pytest (perf/tools/gate.py).
 gate: env
-	$(PY) -m perf.gate $(GATE_ARGS) -- $(ARGS)
+	$(PY) -m perf.tools.gate $(GATE_ARGS) -- $(ARGS)
 
-# A Markdown and HTML report with plots of one result file, against BASELINE if given (perf/report.py).
+# A Markdown and HTML report with plots of one result file, against BASELINE if given (perf/tools/report/).
 # OUT sets the folder (default: reports/<RESULT's name>/).
 report: env
 	$(if $(RESULT),,$(error RESULT=FILE is needed, e.g. make report RESULT=baselines/<gpu>/0001_x.json))
-	$(PY) -m perf.report $(RESULT) $(if $(BASELINE),--baseline $(BASELINE)) $(if $(OUT),--out $(OUT))
+	$(PY) -m perf.tools.report $(RESULT) $(if $(BASELINE),--baseline $(BASELINE)) $(if $(OUT),--out $(OUT))
 
 clean-env:
 	rm -rf $(VENV)

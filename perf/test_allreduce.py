@@ -1,22 +1,23 @@
 """All-reduce bandwidth: gloo on CPU tensors, NCCL with one GPU per rank.
 
-Parametrized by the tier (conftest.py): dtype, backend, world size and message bytes. fp32 is left
-out of the ids (conftest's UNNAMED): those results keep the names their baselines have, e.g.
-`test_allreduce[nccl-world2-1MiB]`, beside `test_allreduce[bf16-nccl-world2-1MiB]`. All-reduce
-exists in place only. One run of ranks per backend and world size measures every collective of the
-tier, this file's and perf/test_collectives.py's (perf/collective_bench.py); the end of the run
-tabulates them (perf/collectives_report.py).
+Parametrized by the tier (perf/tiers.py): dtype, backend, world size and message bytes. fp32 is left
+out of the ids (UNNAMED of perf/plugin/parametrize.py): those results keep the names their baselines
+have, e.g. `test_allreduce[nccl-world2-1MiB]`, beside `test_allreduce[bf16-nccl-world2-1MiB]`.
+All-reduce exists in place only. One run of ranks per backend and world size measures every
+collective of the tier, this file's and perf/test_collectives.py's (perf/workloads/collective_bench.py);
+the end of the run tabulates them (perf/tables/collectives.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from perf.collective_bench import bench_collective
-from perf.collective_specs import CollectiveCase
+from perf.cases.collectives import CollectiveCase
 from perf.tiers import Tier
+from perf.workloads.collective_bench import bench_collective
 
-# Measured in every rank of a process group: spawned here, or the launcher's (perf/launched_session.py).
+# Measured in every rank of a process group: spawned here, or the launcher's
+# (perf/workloads/launched_session.py).
 pytestmark = pytest.mark.distributed
 
 

@@ -1,8 +1,8 @@
 """Attention alone: every provider on the tier's shapes, forward, backward and forward+backward.
 
-Parametrized by the tier (conftest.py): precision, mode, shape (perf/attention_shapes.py) and
-provider (perf/attention_workloads.py). The providers of one shape, precision and mode share a
-pytest-benchmark group; the end of the run sets them against sdpa_flash (perf/attention_report.py).
+Parametrized by the tier (perf/tiers.py): precision, mode, shape (perf/cases/attention.py) and
+provider (perf/workloads/attention.py). The providers of one shape, precision and mode share a
+pytest-benchmark group; the end of the run sets them against sdpa_flash (perf/tables/attention.py).
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ import pytest
 import torch
 
 from model.precision import parse_dtype
-from perf.attention_shapes import AttentionShape
-from perf.attention_workloads import (
+from perf.cases.attention import AttentionShape
+from perf.harness import oom_note
+from perf.workloads.attention import (
     MATERIALIZING_PROVIDERS,
+    WARMUP_STEPS,
     ProviderUnavailable,
     attention_workload,
     open_provider,
+    score_matrix_note,
 )
-from perf.harness import oom_note
-
-# Untimed calls after the first one (which compiles, JIT-compiles or autotunes where a provider does).
-WARMUP_STEPS = 2
 
 
 def test_attention(
@@ -69,13 +68,3 @@ def _kernel_configs(provider: str, mode: str) -> dict[str, object]:
     ran = ("forward",) if mode == "forward" else ("forward", "backward")
     configs = chosen_configs()
     return {"triton_configs": {kernel: configs[kernel] for kernel in ran}}
-
-
-def score_matrix_note(provider: str, shape: AttentionShape, dtype: torch.dtype) -> str:
-    """What one score matrix of the shape takes: the out-of-memory reason of materializing providers."""
-    size = dtype.itemsize
-    return (
-        f"{provider} materializes the (batch, heads, seq, seq) score matrix: "
-        f"{shape.batch}*{shape.heads}*{shape.seq}*{shape.seq}*{size} = {shape.score_bytes(size)} bytes "
-        f"({shape.score_bytes(size) / 2**30:.2f} GiB) per copy"
-    )

@@ -1,12 +1,12 @@
 """How the model's naive attention scales: time and memory against sequence length and head dim.
 
-Batch 8 of one head, causal (perf/attention_shapes.py, sweep `naive_scaling`), eager beside
+Batch 8 of one head, causal (perf/cases/attention.py, sweep `naive_scaling`), eager beside
 torch.compile. The timed step is forward+backward; extra_info adds the forward and the backward
 timed apart, and the memory in use between them: what the forward keeps for the backward, which
 for this attention is dominated by (seq x seq) score-sized tensors.
 
 An out-of-memory skips the one benchmark, with the bytes of one score matrix in the reason, and
-the sweep goes on (conftest.py lists them at the end of the run).
+the sweep goes on (the end of the run lists them, perf/plugin/summary.py).
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import pytest
 import torch
 
 from model.precision import parse_dtype
-from perf.attention_shapes import AttentionShape
-from perf.attention_workloads import attention_workload, open_provider
+from perf.cases.attention import SCALING_SUITE, AttentionShape
 from perf.harness import oom_note, synchronize
-from perf.test_attention import WARMUP_STEPS, score_matrix_note
+from perf.workloads.attention import WARMUP_STEPS, attention_workload, open_provider, score_matrix_note
 
 # Forward and backward timed apart, this many times each (medians), after the timed rounds.
 PHASE_REPEATS = 10
@@ -40,7 +39,7 @@ def test_naive_attention_scaling(
                 workload.step,
                 work=workload.work,
                 warmup_steps=WARMUP_STEPS,
-                suite="attention_scaling",
+                suite=SCALING_SUITE,
                 provider=provider,
                 **shape.as_extra_info(dtype),
                 compile_s=first_call_s,

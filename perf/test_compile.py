@@ -1,11 +1,11 @@
 """What torch.compile gains for the model: eager against compiled, forward and full training step.
 
-Parametrized by the tier (conftest.py): the compile suite's presets, precisions, attention
+Parametrized by the tier (perf/tiers.py): the compile suite's presets, precisions, attention
 implementations and context lengths; here: the step and the variant, so that eager and compiled of
 one case run one after the other and share a pytest-benchmark group with the other attention
 implementation's. The compiled variant compiles in its first call, timed apart as compile_s; the
 timed rounds run what that call compiled. The end of the run sets the two variants side by side,
-and the attention implementations too (perf/compile_report.py).
+and the attention implementations too (perf/tables/compiled.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 import torch
 from torch import nn
 
-from perf.compile_report import SUITE, VARIANTS
-from perf.compiling import compiled, graph_cache_lookups
-from perf.workloads import ImplUnavailable, check_runnable, lm_workload
+from perf.tables.compiled import SUITE, VARIANTS
+from perf.workloads.compiling import compiled, graph_cache_lookups
+from perf.workloads.lm import ImplUnavailable, check_runnable, lm_workload
 
 COMPILE_MODES = ("forward", "train_step")
 # Untimed calls after the first one, as in the end-to-end benchmarks.

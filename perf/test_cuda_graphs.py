@@ -1,10 +1,10 @@
 """What CUDA graphs buy: the inference forward and the training step launched eagerly against the
 replay of their captured graph.
 
-Parametrized by the tier (conftest.py): preset, context length and precision; the variant here.
+Parametrized by the tier (perf/tiers.py): preset, context length and precision; the variant here.
 Both variants of one case share a pytest-benchmark group; the end of the run sets them side by
-side with the graph's speedup, GPU time and busy share (perf/memory_report.py). The training step
-is the end-to-end one (perf/workloads.py): `--launches eager,cuda_graph` graphs every end-to-end
+side with the graph's speedup, GPU time and busy share (perf/tables/memory.py). The training step
+is the end-to-end one (perf/workloads/lm.py): `--launches eager,cuda_graph` graphs every end-to-end
 benchmark the same way.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from perf.graph_capture import NotCapturable
-from perf.graph_workloads import GRAPH_VARIANTS, forward_workload
-from perf.workloads import lm_workload
+from perf.workloads.capture import NotCapturable
+from perf.workloads.graphs import GRAPH_VARIANTS, forward_workload
+from perf.workloads.lm import lm_workload
 
 # Untimed calls after building (and for the graph, capturing) the forward.
 WARMUP_STEPS = 2

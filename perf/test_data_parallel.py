@@ -2,11 +2,11 @@
 state per rank of each wrapper against one GPU alone, torch DDP and torch's FSDP2, and the optimizer
 memory that sharding AdamW's state saves.
 
-Parametrized by the tier (conftest.py): the preset, and DDPBucketed's bucket sizes; the variants and
+Parametrized by the tier (perf/tiers.py): the preset, and DDPBucketed's bucket sizes; the variants and
 optimizer kinds here. Starting the ranks and building the model cost seconds (minutes at xl for every
 variant), so the first test of a preset measures every case of its suite in one run of ranks
-(perf/dp_workloads.py); each test then hands its own case's steps to pytest-benchmark as rounds. The
-end of the run tabulates them (perf/dp_report.py).
+(perf/workloads/data_parallel.py); each test then hands its own case's steps to pytest-benchmark as
+rounds. The end of the run tabulates them (perf/tables/data_parallel.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from perf.dp_steps import BUCKETED, OPTIMIZER_KINDS, VARIANTS
-from perf.dp_workloads import (
+from perf.cases.data_parallel import BUCKETED, OPTIMIZER_KINDS, SHARDED_SUITE, SUITE, VARIANTS
+from perf.harness import TimingPolicy, Work
+from perf.tiers import Tier
+from perf.workloads.data_parallel import (
     MAX_TIMED_STEPS,
-    SHARDED_SUITE,
-    SUITE,
     TORCH_DDP_BUCKET_MB,
     DPCase,
     OptimizerMemory,
@@ -35,11 +35,10 @@ from perf.dp_workloads import (
     run_timeout_s,
     too_few_ranks,
 )
-from perf.harness import TimingPolicy, Work
-from perf.rank_runs import launched_world_size, measured_once
-from perf.tiers import Tier
+from perf.workloads.rank_runs import launched_world_size, measured_once
 
-# Measured in every rank of a process group: spawned here, or the launcher's (perf/launched_session.py).
+# Measured in every rank of a process group: spawned here, or the launcher's
+# (perf/workloads/launched_session.py).
 pytestmark = pytest.mark.distributed
 
 # Timed steps per optimizer in the memory run: a timing for the harness, not the figure it is for.

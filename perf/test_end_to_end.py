@@ -1,6 +1,6 @@
 """End-to-end step time of the language model: forward, forward+backward, full training step.
 
-Parametrized by the tier (conftest.py): model implementation (flash_triton, the model with the
+Parametrized by the tier (perf/tiers.py): model implementation (flash_triton, the model with the
 project's Triton kernel, runs on a CUDA GPU only and skips elsewhere), preset, precision, context
 length, warm-up steps and launch (eager, or the whole step captured into a CUDA graph and replayed:
 `--launches eager,cuda_graph`). `-k forward` selects forward benchmarks, `-k train_step` the
@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from perf.graph_capture import NotCapturable
 from perf.tiers import TRAINING_BYTES_PER_PARAMETER
-from perf.workloads import ImplUnavailable, lm_workload
+from perf.workloads.capture import NotCapturable
+from perf.workloads.lm import ImplUnavailable, lm_workload
 
 
 def _run(bench, tier, device, mode, impl, preset, precision, context, warmup, launch):

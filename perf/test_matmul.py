@@ -1,8 +1,9 @@
 """Square matmul throughput and accuracy per math mode: fp32, TF32, bf16 and fp16 with and without
 reduced-precision reductions.
 
-The sizes n come from the tier (conftest.py: matmul_size); the modes are this module's. The modes
-of one n share a pytest-benchmark group; the end of the run tabulates them (perf/precision_report.py).
+The sizes n come from the tier (perf/tiers.py: matmul_sizes); the modes are perf/cases/matmul.py's.
+The modes of one n share a pytest-benchmark group; the end of the run tabulates them
+(perf/tables/precision.py).
 """
 
 from __future__ import annotations
@@ -10,14 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from perf.matmul_workloads import (
-    MATH_MODES,
-    math_mode,
-    math_settings,
-    matmul_workload,
-    relative_error,
-    unavailable_reason,
-)
+from perf.cases.matmul import MATH_MODES, math_mode
+from perf.workloads.matmul import math_settings, matmul_workload, relative_error, unavailable_reason
 
 WARMUP_STEPS = 2  # the first call picks the cuBLAS kernel; the error check before timing is one more
 

@@ -1,6 +1,6 @@
 """Peak GPU memory of the training forward and of the training step, and what takes it.
 
-Parametrized by the tier (conftest.py): preset (by default the largest whose training state fits
+Parametrized by the tier (perf/tiers.py): preset (by default the largest whose training state fits
 the GPU), context length and precision; the mode here. The harness records the peak over the timed
 rounds (torch.cuda.max_memory_allocated after a reset); this module splits it into the state that
 stays between steps and what one step adds on top of it.
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from perf.harness import synchronize
-from perf.workloads import lm_workload
+from perf.workloads.lm import lm_workload
 
 MEMORY_MODES = ("forward", "train_step")
 # Untimed steps inside the harness, after the one that sets up the resident state.

@@ -1,9 +1,9 @@
 """Mixed precision: what autocast does to each tensor, and what it buys a training step.
 
-Parametrized by the tier (conftest.py): step precision, and for the training step preset and
+Parametrized by the tier (perf/tiers.py): step precision, and for the training step preset and
 context length. The toy model's precisions share one group; the training step's precisions of one
 preset and context share one, fp32 beside bf16 and fp16. The end of the run tabulates both
-(perf/precision_report.py).
+(perf/tables/precision.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from model.loss import cross_entropy
 from model.precision import autocast, parse_dtype
 from model.toy import HIDDEN, ToyModel, autocast_dtypes
 from perf.harness import Work
-from perf.workloads import lm_workload
+from perf.workloads.lm import lm_workload
 
 # (B, T) positions with F features in and F classes out. The toy is there for its dtypes; its step
 # is launch-bound on a GPU at any size that keeps the CPU run short (3 to 12 ms a step on two cores).

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from perf.harness import Work
-from perf.workloads import lm_workload
+from perf.workloads.lm import lm_workload
 
 # 7168^3 in bf16: 7.4e11 flop, about 1 ms on an H100 (dense bf16 peak 989 TFLOP/s, ~770 reached).
 MATMUL_N = 7168

@@ -1,8 +1,8 @@
 """Host-to-device copies: bandwidth from pinned and pageable memory, and a copy hidden behind compute.
 
-Parametrized by the tier (conftest.py): bytes per copy; host memory and schedule here. The end of
+Parametrized by the tier (perf/tiers.py): bytes per copy; host memory and schedule here. The end of
 the run sets pinned beside pageable per size, and the overlapped schedule beside the serial one
-(perf/memory_report.py).
+(perf/tables/memory.py).
 """
 
 from __future__ import annotations
@@ -10,15 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from perf.transfer_workloads import (
-    HOST_MEMORY,
-    SCHEDULES,
-    CopyComputeOverlap,
-    balanced_matmuls,
-    byte_size_label,
-    event_ms,
-    host_to_device,
-)
+from perf.cases.transfer import HOST_MEMORY, byte_size_label
+from perf.workloads.transfer import SCHEDULES, CopyComputeOverlap, balanced_matmuls, event_ms, host_to_device
 
 # Untimed calls before timing: first calls pay for lazy set-up (the driver's staging buffers for
 # pageable copies, cuBLAS handles for the matmuls).

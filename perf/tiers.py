@@ -1,7 +1,8 @@
 """Which shapes each tier runs, end-to-end and attention: the one place benchmarks draw their axes from.
 
-A tier is a set of values per axis; every benchmark takes the axes it names (see conftest.py's
-`pytest_generate_tests`). Command-line options replace a tier's values axis by axis.
+A tier is a set of values per axis, chosen among the suites' cases (perf/cases/); every benchmark
+takes the axes it names (perf/plugin/parametrize.py). Command-line options replace a tier's values
+axis by axis (perf/plugin/options.py).
 """
 
 from __future__ import annotations
@@ -11,20 +12,10 @@ from dataclasses import dataclass, replace
 from model.config import PRESETS
 from model.optim import OPTIMIZER_IMPLS
 from model.precision import PRECISIONS
-from perf.attention_shapes import ATTENTION_MODES, SWEEPS, AttentionShape, select_shapes
-from perf.attention_workloads import PROVIDERS
-from perf.collective_specs import COLLECTIVES, DTYPES, PLACEMENTS, CollectiveCase, cases
-from perf.workloads import LAUNCHES
+from perf.cases.attention import ATTENTION_MODES, PROVIDER_NAMES, SWEEPS, AttentionShape, select_shapes
+from perf.cases.collectives import ALLREDUCE_BACKENDS, COLLECTIVES, DTYPES, PLACEMENTS, CollectiveCase, cases
+from perf.cases.model import COMPILE_ATTENTIONS, CPU_MODEL_IMPLS, LAUNCHES, MODEL_IMPLS
 
-# The project's model with each attention implementation (flash_triton: the project's Triton kernel,
-# CUDA only), and the plain-PyTorch reference model (torch.nn modules and
-# F.scaled_dot_product_attention) that it is measured against.
-MODEL_IMPLS = ("naive", "sdpa", "flash_triton", "reference")
-# Every implementation but the Triton kernel's, which runs on the CPU only in Triton's interpreter.
-CPU_MODEL_IMPLS = ("naive", "sdpa", "reference")
-# The compile suite's attention implementations: PyTorch's fused kernel, and the project's Triton
-# kernel (registered operators, so the model compiles whole with it: one opaque node per call).
-COMPILE_ATTENTIONS = ("sdpa", "flash_triton")
 CONTEXTS = (128, 256, 512, 1024)
 WARMUPS = (0, 1, 2, 5)
 
@@ -73,7 +64,7 @@ class Tier:
     transfer_sizes: tuple[int, ...] = ()
     # Collectives (perf/test_allreduce.py, perf/test_collectives.py): message bytes of every
     # collective, process counts (those beyond the GPUs present skip for nccl), backends, and the
-    # collectives, dtypes and placements measured (perf/collective_specs.py).
+    # collectives, dtypes and placements measured (perf/cases/collectives.py).
     allreduce_sizes: tuple[int, ...] = ()
     world_sizes: tuple[int, ...] = (2,)
     allreduce_backends: tuple[str, ...] = ("gloo",)
@@ -197,7 +188,7 @@ TIERS: dict[str, Tier] = {
         warmups=WARMUPS,
         impls=MODEL_IMPLS,
         launches=LAUNCHES,
-        attention_providers=tuple(PROVIDERS),
+        attention_providers=PROVIDER_NAMES,
         attention_modes=ATTENTION_MODES,
         attention_sweeps=("scaling", "fixed_tokens"),
         compile_presets=("small", "medium", "large", "xl", "2.7b"),
@@ -265,7 +256,6 @@ def largest_fitting_preset(device_bytes: int) -> str:
 
 # --allreduce-sweep: 8 B to 8 GiB, doubling, as nccl-tests sweeps (-b 8 -e 8G -f 2).
 ALLREDUCE_SWEEP = tuple(2**p for p in range(3, 34))
-ALLREDUCE_BACKENDS = ("gloo", "nccl")
 
 
 # Accepted names per named axis, for validating command-line options (counts are checked as integers).
@@ -275,7 +265,7 @@ AXIS_CHOICES: dict[str, tuple] = {
     "impls": MODEL_IMPLS,
     "optimizer": OPTIMIZER_IMPLS,
     "launches": LAUNCHES,
-    "attention-providers": tuple(PROVIDERS),
+    "attention-providers": PROVIDER_NAMES,
     "attention-modes": ATTENTION_MODES,
     "attention-sweeps": tuple(SWEEPS),
     "allreduce-backends": ALLREDUCE_BACKENDS,

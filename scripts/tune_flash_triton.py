@@ -5,10 +5,10 @@
 
 Each case runs one forward and backward of FlashAttentionTriton on random inputs of its shape, which
 autotunes both kernels for its tuning key; what the autotuner chose goes to kernels/tuned/<gpu>.json
-(see kernels/flash_triton_tuning.py), rewritten after every case, so that a run stopped by a time
+(see kernels/flash_attention_triton/stored.py), rewritten after every case, so that a run stopped by a time
 limit keeps the cases it finished. A table may be made in parts, each adding to it with --merge.
 
-Case sets: `attention`, the fixed_tokens sweep of perf/attention_shapes.py (the cells the attention
+Case sets: `attention`, the fixed_tokens sweep of perf/cases/attention.py (the cells the attention
 benchmarks run); `scaling`, its scaling sweep; `model`, the attention call of each GPU-sized model
 preset's training step, (batch_size, num_heads, context, head_dim) causal, at --contexts. --dtypes,
 --seqs and --head-dims filter every set; --list prints the cases without running them (no GPU needed).
@@ -44,13 +44,13 @@ sys.path.insert(0, str(ROOT))  # run as `python scripts/tune_flash_triton.py`: t
 
 from kernels.attention_inputs import HEAD_DIMS  # noqa: E402
 from model.config import PRESETS  # noqa: E402
-from perf.attention_shapes import SWEEPS  # noqa: E402
+from perf.cases.attention import SWEEPS  # noqa: E402
 
 PROG = "tune_flash_triton"
 CASE_SETS = {"attention": "fixed_tokens", "scaling": "scaling", "model": None}
 MODEL_PRESETS = ("small", "medium", "large", "xl", "2.7b")  # the presets sized for a GPU
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-# Read by kernels/flash_triton_tuning.py and kernels/flash_attention_triton.py at each launch.
+# Read by kernels/flash_attention_triton/ (stored.py and configs.py) at each launch.
 TUNING_ENV = "FLASH_TRITON_TUNING"
 CONFIG_ENV = "FLASH_TRITON_CONFIG"
 
@@ -202,22 +202,24 @@ def gpu_info(device: torch.device) -> dict:
 
 
 # --------------------------------------------------------------------------- tuning
-def _run_case(attention, case: Case, device: torch.device) -> None:
+def _run_case(case: Case, device: torch.device) -> None:
     """One forward and backward of the case, which autotunes each kernel not tuned for its key yet."""
+    from kernels.flash_attention_triton import FlashAttentionTriton, tuning
+
     shape = (case.batch, case.heads, case.seq, case.head_dim)
     dtype = DTYPES[case.dtype]
     q, k, v = (torch.randn(shape, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
     grad = torch.randn(shape, device=device, dtype=dtype)
-    for kernel in attention._KERNELS.values():
+    for kernel in tuning._KERNELS.values():
         kernel.tuned.configs_timings = {}  # filled again only by a tuning of this case: no stale timings
-    attention.FlashAttentionTriton.apply(q, k, v, case.causal).backward(grad)
+    FlashAttentionTriton.apply(q, k, v, case.causal).backward(grad)
     torch.cuda.synchronize(device)
 
 
 def _median_ms(tuned, config) -> float | None:
     """The autotuner's median time of `config` in its last tuning (a Triton Autotuner keeps the timings
     of every candidate in configs_timings, the quantiles (0.5, 0.2, 0.8) of each)."""
-    from kernels.flash_triton_tuning import same_config
+    from kernels.flash_attention_triton.stored import same_config
 
     for candidate, timing in (getattr(tuned, "configs_timings", None) or {}).items():
         if same_config(candidate, config):
@@ -240,20 +242,19 @@ def tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
 
 
 def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
-    from kernels import flash_attention_triton as attention
-    from kernels import flash_triton_tuning as tuning
+    from kernels.flash_attention_triton import stored, tuning
 
     device = torch.device("cuda", torch.cuda.current_device())
     info = gpu_info(device)
-    out = options.out or tuning.table_path(info["name"])
+    out = options.out or stored.table_path(info["name"])
     base = None
     if out.exists():
         if not options.merge:
             return _refuse(f"{out} exists; --merge adds this run's cases to it, or give another --out")
         try:
-            base = tuning.read_table(out)
-            tuning.check_mergeable(base, info, str(out))
-        except tuning.TuningTableError as err:
+            base = stored.read_table(out)
+            stored.check_mergeable(base, info, str(out))
+        except stored.TuningTableError as err:
             return _refuse(str(err))
     versions = f"torch {info['torch']}, triton {info['triton']}"
     print(f"tuning {len(cases)} cases on {info['name']} ({versions}) into {out}", flush=True)
@@ -261,28 +262,28 @@ def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
     entries: dict[tuple, dict] = {}  # this run's, by case
     skipped = 0
     for i, case in enumerate(cases, 1):
-        before = {name: set(kernel.chosen) for name, kernel in attention._KERNELS.items()}
+        before = {name: set(kernel.chosen) for name, kernel in tuning._KERNELS.items()}
         begin = time.perf_counter()
         try:
-            _run_case(attention, case, device)
+            _run_case(case, device)
             reason = None
         except torch.OutOfMemoryError as err:
             reason = str(err).splitlines()[0]
         seconds = time.perf_counter() - begin
         chosen, tuned_now = [], 0  # a kernel tuned before the other ran out of memory is kept
-        for name, kernel in attention._KERNELS.items():
+        for name, kernel in tuning._KERNELS.items():
             new = [key for key in kernel.chosen if key not in before[name]]
             tuned_now += len(new)
             for key in new:
                 config = kernel.chosen[key]
                 ms = _median_ms(kernel.tuned, config)
-                entries[tuning.case_of(name, key)] = tuning.case_entry(
+                entries[stored.case_of(name, key)] = stored.case_entry(
                     name, key, config, ms=ms, shape=case.shape
                 )
                 timing = f"{ms:.3f} ms" if ms is not None else "no timing"
-                chosen.append(f"{name} {tuning.config_text(config)} ({timing})")
+                chosen.append(f"{name} {stored.config_text(config)} ({timing})")
             if not new and kernel.last is not None and reason is None:
-                chosen.append(f"{name} {tuning.config_text(kernel.last)} (tuned by an earlier case)")
+                chosen.append(f"{name} {stored.config_text(kernel.last)} (tuned by an earlier case)")
         if reason is not None:
             gc.collect()  # the failed case's tensors, then the allocator's cache of them
             torch.cuda.empty_cache()
@@ -290,13 +291,13 @@ def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
             chosen.insert(0, f"skipped, out of GPU memory ({reason})")
         print(f"[{i}/{len(cases)}] {case}: {seconds:.1f} s; {'; '.join(chosen)}", flush=True)
         if tuned_now:  # written after each case: a run stopped by a time limit keeps what it finished
-            tuning.save_table(
-                out, tuning.build_table(info, entries.values(), command, base=base, date=started)
+            stored.save_table(
+                out, stored.build_table(info, entries.values(), command, base=base, date=started)
             )
     if not entries:
         print(f"{PROG}: nothing tuned ({skipped} cases out of memory); {out} not written", file=sys.stderr)
         return 1
-    total = len(tuning.read_table(out)["cases"])
+    total = len(stored.read_table(out)["cases"])
     print(f"wrote {out}: {total} cases, {len(entries)} tuned by this run; {skipped} skipped for memory")
     return 0
 

@@ -12,8 +12,7 @@ from torch.nn.attention import SDPBackend
 
 from kernels.attention_inputs import attention_flops
 from perf import harness
-from perf.attention_report import attention_table, dtype_cost_table
-from perf.attention_shapes import (
+from perf.cases.attention import (
     ATTENTION_MODES,
     FIXED_TOKENS,
     FIXED_WIDTH,
@@ -21,14 +20,15 @@ from perf.attention_shapes import (
     AttentionShape,
     select_shapes,
 )
-from perf.attention_workloads import (
+from perf.tables.attention import attention_table, dtype_cost_table
+from perf.tiers import TIERS
+from perf.workloads.attention import (
     ProviderUnavailable,
     _sdpa,
     attention_workload,
     open_provider,
     relevant_reasons,
 )
-from perf.tiers import TIERS
 from tests.test_harness import SAMPLES, _child_pytest, _profiled_names
 
 CPU = torch.device("cpu")

@@ -5,12 +5,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from perf import collective_bench
-from perf.collective_bench import bench_collective, run_plan, timing_args
-from perf.collective_specs import CollectiveCase
-from perf.collective_workloads import CollectiveTimes
+from perf.cases.collectives import CollectiveCase
 from perf.harness import TimingPolicy
 from perf.tiers import TIERS
+from perf.workloads import collective_bench
+from perf.workloads.collective_bench import bench_collective, run_plan, timing_args
+from perf.workloads.collectives import CollectiveTimes
 from tests.test_harness import _child_pytest
 
 MIB = 2**20

@@ -4,8 +4,8 @@ values, held against each collective simulated on several ranks in this process,
 import pytest
 import torch
 
-from perf import collective_specs
-from perf.collective_specs import (
+from perf.cases import collectives as collective_specs
+from perf.cases.collectives import (
     COLLECTIVES,
     CollectiveCase,
     algorithm_bandwidth_gbps,

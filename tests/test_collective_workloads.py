@@ -6,8 +6,8 @@ import torch
 import torch.distributed as dist
 
 from parallel.launch import run_ranks
-from perf.collective_specs import COLLECTIVES, CollectiveCase, cases
-from perf.collective_workloads import (
+from perf.cases.collectives import COLLECTIVES, CollectiveCase, cases
+from perf.workloads.collectives import (
     CollectiveTimes,
     device_for,
     measure_collectives,

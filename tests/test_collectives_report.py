@@ -1,6 +1,6 @@
 """The end-of-run collectives table, on synthetic results."""
 
-from perf.collectives_report import TITLE, table
+from perf.tables.collectives import TITLE, table
 
 MIB, GIB = 2**20, 2**30
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from perf import combine
-from perf.results import load_results
+from perf.tools import combine
+from perf.tools.results import load_results
 
 H100 = {"gpu": {"name": "NVIDIA H100 80GB HBM3", "driver": "580"}, "torch": "2.11", "triton": "3.6"}
 
@@ -67,7 +67,7 @@ def test_parts_of_different_runs_are_refused(tmp_path, capsys, second, message):
     store = tmp_path / "baselines"
     assert combine.main(["--name", "run", str(a), str(b)], baselines=store) == 2
     err = capsys.readouterr().err
-    assert err.startswith("perf.combine: error: part ") and len(err.strip().splitlines()) == 1
+    assert err.startswith("perf.tools.combine: error: part ") and len(err.strip().splitlines()) == 1
     assert re.search(message, err)
     assert not list(store.rglob("*.json")), "nothing may be stored from refused parts"
 

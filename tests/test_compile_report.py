@@ -9,9 +9,9 @@ from torch._dynamo.testing import CompileCounter
 
 from model.loss import cross_entropy
 from model.transformer import TransformerLM
-from perf.compile_report import ATTENTION_TITLE, SUITE, TITLE, attention_table, table
-from perf.compiling import compiled, graph_cache_lookups
-from perf.workloads import lm_config, random_batch
+from perf.tables.compiled import ATTENTION_TITLE, SUITE, TITLE, attention_table, table
+from perf.workloads.compiling import compiled, graph_cache_lookups
+from perf.workloads.lm import lm_config, random_batch
 from tests.test_harness import _child_pytest
 
 _CONFIG = torch._dynamo.config

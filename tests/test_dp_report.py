@@ -1,6 +1,6 @@
 """The end-of-run data-parallel tables, on synthetic results."""
 
-from perf.dp_report import MEMORY_TITLE, STEP_TITLE, TABLES, TITLE, memory_table, step_table, table
+from perf.tables.data_parallel import MEMORY_TITLE, STEP_TITLE, TABLES, TITLE, memory_table, step_table, table
 
 GIB = 2**30
 MIB = 2**20

@@ -8,17 +8,9 @@ import torch.distributed as dist
 from torch import nn
 
 from parallel.launch import run_ranks
-from perf.dp_steps import (
-    LEARNING_RATE,
-    OPTIMIZER_KINDS,
-    VARIANTS,
-    build_adamw,
-    build_training_step,
-    held_state_bytes,
-    optimizer_state_bytes,
-    step_function,
-)
-from perf.dp_workloads import (
+from perf.cases.data_parallel import OPTIMIZER_KINDS, VARIANTS
+from perf.test_data_parallel import _world
+from perf.workloads.data_parallel import (
     BATCH_PER_RANK,
     BUILD_S,
     SLOWEST_STEP_S,
@@ -37,8 +29,15 @@ from perf.dp_workloads import (
     run_timeout_s,
     too_few_ranks,
 )
-from perf.test_data_parallel import _world
-from perf.workloads import build_model, random_batch
+from perf.workloads.dp_variants import (
+    LEARNING_RATE,
+    build_adamw,
+    build_training_step,
+    held_state_bytes,
+    optimizer_state_bytes,
+    step_function,
+)
+from perf.workloads.lm import build_model, random_batch
 
 CPU = torch.device("cpu")
 
@@ -72,12 +71,12 @@ def test_bad_cases_say_what_is_accepted(args, message):
 @pytest.mark.parametrize(("launched", "world_size"), [(None, WORLD_SIZE), (4, 4), (1, 1)])
 def test_world_size_is_the_launchers_else_two(monkeypatch, launched, world_size):
     # None: the suite spawns its own ranks; else this process is a rank of a launcher's world.
-    monkeypatch.setattr("perf.dp_workloads.launched_world_size", lambda: launched)
+    monkeypatch.setattr("perf.workloads.data_parallel.launched_world_size", lambda: launched)
     assert dp_world_size() == world_size
 
 
 def test_a_launched_world_of_one_rank_skips_the_benchmarks(monkeypatch):
-    monkeypatch.setattr("perf.dp_workloads.launched_world_size", lambda: 1)
+    monkeypatch.setattr("perf.workloads.data_parallel.launched_world_size", lambda: 1)
     reason = "data parallel needs at least 2 ranks; the launcher started 1"
     with pytest.raises(pytest.skip.Exception, match=reason):
         _world()  # what every data-parallel benchmark asks first

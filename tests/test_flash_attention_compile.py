@@ -9,10 +9,11 @@ import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
 from kernels import flash_attention_triton as fat
+from kernels.flash_attention_triton import operators, tuning  # noqa: F401 - operators registers torch.ops.kernels
 from model.config import ModelConfig
 from model.loss import cross_entropy
 from model.transformer import TransformerLM
-from perf.compiling import compiled
+from perf.workloads.compiling import compiled
 from tests.attention_checks import F16, F32, random_qkv
 
 CUDA = torch.cuda.is_available()
@@ -116,6 +117,6 @@ def test_forced_configuration_and_tuning_work_under_compile(monkeypatch):
     torch.testing.assert_close(fast(q, k, v, True), fat.flash_attention_triton(q, k, v, True))
     assert fat.chosen_configs()["forward"].endswith("(forced)")
     monkeypatch.delenv(fat.CONFIG_ENV)
-    monkeypatch.setattr(fat._KERNELS["forward"], "chosen", {})
+    monkeypatch.setattr(tuning._KERNELS["forward"], "chosen", {})
     torch.testing.assert_close(fast(q, k, v, True), fat.flash_attention_triton(q, k, v, True))
-    assert len(fat._KERNELS["forward"].chosen) == 1
+    assert len(tuning._KERNELS["forward"].chosen) == 1

@@ -17,7 +17,14 @@ from hypothesis import strategies as st
 
 from kernels import flash_attention_triton as fat
 from kernels.attention_inputs import HEAD_DIMS
-from kernels.flash_attention_triton import FlashAttentionTriton, flash_attention_triton
+from kernels.flash_attention_triton import (
+    FlashAttentionTriton,
+    configs,
+    flash_attention_triton,
+    launch,
+    stored,
+    tuning,
+)
 from model.attention import reference_attention
 from tests.attention_checks import (
     BF16,
@@ -168,25 +175,28 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
 
 def test_descriptors_are_made_only_where_tma_can_load():
     q, k, v = qkv((1, 2), 24, 24, 16, F16)
-    large = fat.TMA_MIN_WORK
-    assert fat._descriptors(large, q, k, v) is not None or not fat._has_tma(q.device)
-    fp32 = fat._descriptors(large, *qkv((1, 2), 24, 24, 16, F32))  # which launches use them is policy
-    assert fp32 is not None or not fat._has_tma(q.device)
-    assert fat._descriptors(large, q, _misaligned(k), v) is None
+    tma = launch._has_tma(q.device)
+    large = launch.TMA_MIN_WORK
+    assert launch._descriptors(large, q, k, v) is not None or not tma
+    fp32 = launch._descriptors(large, *qkv((1, 2), 24, 24, 16, F32))  # which launches use them is policy
+    assert fp32 is not None or not tma
+    assert launch._descriptors(large, q, _misaligned(k), v) is None
     narrow_rows = torch.randn(1, 2, 24, 20, device=DEVICE, dtype=F16)[..., :16]  # rows 40 bytes apart
-    assert fat._descriptors(large, q, narrow_rows, v) is None
+    assert launch._descriptors(large, q, narrow_rows, v) is None
     if CUDA:  # small calls are bound by the host, where descriptors cost more than they save
-        assert fat._descriptors(large - 1, q, k, v) is None
+        assert launch._descriptors(large - 1, q, k, v) is None
         fp32 = qkv((1, 2), 24, 24, 16, F32)
-        assert fat._descriptors(fat.TMA_MIN_WORK_FP32 - 1, *fp32) is None
-        assert fat._descriptors(fat.TMA_MIN_WORK_FP32, *fp32) is not None or not fat._has_tma(q.device)
+        assert launch._descriptors(launch.TMA_MIN_WORK_FP32 - 1, *fp32) is None
+        assert launch._descriptors(launch.TMA_MIN_WORK_FP32, *fp32) is not None or not tma
 
 
 def test_fp32_loads_through_tma_only_in_the_forward_from_128_columns():
-    assert all(fat._loads_through_tma("forward", F32, d) for d in (72, 104, 112, 128, 160, 256))
-    assert not any(fat._loads_through_tma("forward", F32, d) for d in (16, 32, 64, 80, 96))
-    assert not any(fat._loads_through_tma("backward", F32, d) for d in HEAD_DIMS)
-    assert all(fat._loads_through_tma(kernel, dtype, 64) for kernel in fat._KERNELS for dtype in (F16, BF16))
+    assert all(launch._loads_through_tma("forward", F32, d) for d in (72, 104, 112, 128, 160, 256))
+    assert not any(launch._loads_through_tma("forward", F32, d) for d in (16, 32, 64, 80, 96))
+    assert not any(launch._loads_through_tma("backward", F32, d) for d in HEAD_DIMS)
+    assert all(
+        launch._loads_through_tma(kernel, dtype, 64) for kernel in tuning._KERNELS for dtype in (F16, BF16)
+    )
 
 
 @pytest.mark.parametrize("seq_k", [64, 100, 50])
@@ -195,14 +205,16 @@ def test_fp32_forward_at_head_dim_128_reads_the_column_major_v_through_tma(monke
     """V's copy is read as (batch, heads, d, seq) tiles: whole ones (64), a last one past the end that
     TMA fills with zeros (100), and a length whose rows are not 16-byte aligned, loaded through pointers
     instead (50)."""
-    monkeypatch.setattr(fat, "TMA_MIN_WORK_FP32", 0)  # descriptors at test sizes on a GPU too
-    made, descriptors = [], fat._descriptors
-    monkeypatch.setattr(fat, "_descriptors", lambda work, *t: made.append(descriptors(work, *t)) or made[-1])
+    monkeypatch.setattr(launch, "TMA_MIN_WORK_FP32", 0)  # descriptors at test sizes on a GPU too
+    made, descriptors = [], launch._descriptors
+    monkeypatch.setattr(
+        launch, "_descriptors", lambda work, *t: made.append(descriptors(work, *t)) or made[-1]
+    )
     torch.manual_seed(0)
     q, k, v = qkv((1, 2), 40, seq_k, 128, F32)
     check(q, k, v, is_causal)
     assert len(made) == 1  # the forward's: fp32's backward loads through pointers
-    assert (made[0] is not None) == (fat._has_tma(q.device) and seq_k % 4 == 0)
+    assert (made[0] is not None) == (launch._has_tma(q.device) and seq_k % 4 == 0)
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
@@ -247,13 +259,13 @@ def test_grad_out_of_another_dtype_is_cast_by_autograd():
 def dq_conversions(monkeypatch) -> list[torch.Tensor]:
     """The dQ buffers the one-pass form's conversion was called with, in this test."""
     converted = []
-    convert = fat._convert_dq
+    convert = tuning._convert_dq
 
     def recorded(dq_acc, sm_scale, dq):
         converted.append(dq_acc)
         convert(dq_acc, sm_scale, dq)
 
-    monkeypatch.setattr(fat, "_convert_dq", recorded)
+    monkeypatch.setattr(tuning, "_convert_dq", recorded)
     return converted
 
 
@@ -262,13 +274,13 @@ def backward_buffers(monkeypatch) -> list[tuple[int, bool]]:
     """Per backward launch in this test: the size of the fp32 dQ buffer it got and whether it got
     TMA descriptors (both are the one-pass form's)."""
     seen = []
-    kernel = fat._KERNELS["backward"]
-    launch = kernel.launch
+    kernel = tuning._KERNELS["backward"]
+    original = kernel.launch
 
     def recorded(grid, *args, **kwargs):
         named = kernel.named(args, kwargs)
         seen.append((named["DQ_ACC"].numel(), named["desc_q"] is not None))
-        return launch(grid, *args, **kwargs)
+        return original(grid, *args, **kwargs)
 
     monkeypatch.setattr(kernel, "launch", recorded)
     return seen
@@ -331,14 +343,14 @@ def test_only_the_one_pass_backward_gets_an_fp32_dq_and_descriptors(
 ):
     """The two-pass form reads neither, so its launches hold no fp32 buffer of q's shape and make
     no descriptors; the one-pass form gets both (descriptors in 16-bit where there is TMA)."""
-    monkeypatch.setattr(fat, "TMA_MIN_WORK", 0)  # descriptors at test sizes on a GPU too
+    monkeypatch.setattr(launch, "TMA_MIN_WORK", 0)  # descriptors at test sizes on a GPU too
     monkeypatch.setenv(
         fat.CONFIG_ENV, f"backward:BLOCK_M1=16,BLOCK_N1=32,BLOCK_M2=32,BLOCK_N2=16,ATOMIC_DQ={atomic_dq}"
     )
     torch.manual_seed(0)
     q, k, v = qkv((1, 2), 48, 64, 32, dtype)
     check(q, k, v, True)
-    tma = fat._has_tma(q.device) and dtype != F32  # fp32's backward loads through pointers
+    tma = launch._has_tma(q.device) and dtype != F32  # fp32's backward loads through pointers
     assert backward_buffers == [(q.numel() if atomic_dq else 0, bool(atomic_dq) and tma)]
 
 
@@ -391,8 +403,8 @@ def autotuner_runs(monkeypatch) -> dict[str, int]:
     """Calls of each kernel's autotuner in this test, which starts as a fresh process would: no
     FLASH_TRITON_CONFIG and no key tuned yet (the autotuner's own cache is left as it is)."""
     monkeypatch.delenv(fat.CONFIG_ENV, raising=False)
-    runs = dict.fromkeys(fat._KERNELS, 0)
-    for name, kernel in fat._KERNELS.items():
+    runs = dict.fromkeys(tuning._KERNELS, 0)
+    for name, kernel in tuning._KERNELS.items():
         monkeypatch.setattr(kernel, "chosen", {})
 
         def counted(*args, _name=name, _run=kernel.tuned.run, **kwargs):
@@ -432,12 +444,12 @@ def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, 
     torch.manual_seed(0)
     inputs = qkv((1, 2), 70, 90, 32, F16)
     check(*inputs, True)
-    backward = fat._KERNELS["backward"]
+    backward = tuning._KERNELS["backward"]
     # Before tuning the buffer is there if any candidate left for these rows is one-pass (on a GPU).
-    candidates = fat._prune(backward.tuned.configs, {"Q": inputs[0], "HEAD_DIM": 32})
+    candidates = configs._prune(backward.tuned.configs, {"Q": inputs[0], "HEAD_DIM": 32})
     assert (backward_buffers[0][0] > 0) == any(c.kwargs["ATOMIC_DQ"] for c in candidates)
     (key,) = backward.chosen
-    backward.chosen[key] = fat._config("backward", (16, 32, 32, 16), 4, 1, {"ATOMIC_DQ": atomic_dq})
+    backward.chosen[key] = configs._config("backward", (16, 32, 32, 16), 4, 1, {"ATOMIC_DQ": atomic_dq})
     check(*qkv((1, 2), 70, 200, 32, F16), True)  # another key, tuned after the first
     dq_conversions.clear()
     check(*inputs, True)
@@ -455,21 +467,19 @@ GPU_NAME = "NVIDIA H100 80GB HBM3"
 def stored_table(monkeypatch, tmp_path, autotuner_runs):
     """write(entries) stores a table for this run's GPU (on the CPU a GPU is named for the interpreter's
     launches) and points FLASH_TRITON_TUNING at it; the test starts as a fresh process would."""
-    from kernels import flash_triton_tuning as tuning
-
     gpu = torch.cuda.get_device_name() if CUDA else GPU_NAME
-    monkeypatch.setattr(tuning, "gpu_name_of", lambda device: gpu)
-    monkeypatch.setenv(tuning.ENV, "off")  # until a table is written: the keys are tuned first
+    monkeypatch.setattr(stored, "gpu_name_of", lambda device: gpu)
+    monkeypatch.setenv(stored.ENV, "off")  # until a table is written: the keys are tuned first
     path = tmp_path / "table.json"
 
     def write(entries, gpu_name=gpu):
         info = {"name": gpu_name, "capability": "9.0", "driver": "580", "cuda": "13.0", "commit": None,
                 "dirty": False, "torch": torch.__version__, "triton": triton.__version__}  # fmt: skip
-        tuning.write_table(path, info, entries, "test")
+        stored.write_table(path, info, entries, "test")
         for name in ("_NOTES", "_USED", "_VALID"):
-            monkeypatch.setattr(tuning, name, {})
-        tuning._read_stamped.cache_clear()
-        monkeypatch.setenv(tuning.ENV, str(path))
+            monkeypatch.setattr(stored, name, {})
+        stored._read_stamped.cache_clear()
+        monkeypatch.setenv(stored.ENV, str(path))
 
     return write
 
@@ -477,24 +487,22 @@ def stored_table(monkeypatch, tmp_path, autotuner_runs):
 def _tuned_keys(q, k, v, causal):
     """The forward's and backward's tuning keys of these inputs, from one autotuned call."""
     out_and_grads(flash_attention_triton, q, k, v, torch.randn_like(q), causal)
-    return {name: next(iter(kernel.chosen)) for name, kernel in fat._KERNELS.items()}
+    return {name: next(iter(kernel.chosen)) for name, kernel in tuning._KERNELS.items()}
 
 
 @pytest.mark.autotuned
 def test_a_stored_case_launches_its_configuration_without_the_autotuner(stored_table, autotuner_runs):
-    from kernels import flash_triton_tuning as tuning
-
     torch.manual_seed(0)
     q, k, v = qkv((1, 2), 70, 90, 32, F16)
     keys = _tuned_keys(q, k, v, True)
-    chosen = {name: fat._KERNELS[name].chosen[key] for name, key in keys.items()}
-    stored_table([tuning.case_entry(name, keys[name], chosen[name]) for name in keys])
-    for kernel in fat._KERNELS.values():
+    chosen = {name: tuning._KERNELS[name].chosen[key] for name, key in keys.items()}
+    stored_table([stored.case_entry(name, keys[name], chosen[name]) for name in keys])
+    for kernel in tuning._KERNELS.values():
         kernel.chosen.clear()
     autotuner_runs.update(forward=0, backward=0)
     check(q, k, v, True)
     assert autotuner_runs == {"forward": 0, "backward": 0}
-    assert {name: fat._KERNELS[name].chosen[keys[name]] for name in keys} == chosen
+    assert {name: tuning._KERNELS[name].chosen[keys[name]] for name in keys} == chosen
     check(*qkv((1, 2), 70, 200, 32, F16), True)  # another key bucket: not stored, tuned
     assert autotuner_runs == {"forward": 1, "backward": 1}
 
@@ -502,24 +510,22 @@ def test_a_stored_case_launches_its_configuration_without_the_autotuner(stored_t
 @pytest.mark.autotuned
 @pytest.mark.parametrize("fault", ["another GPU", "not a candidate"])
 def test_a_stored_case_that_does_not_fit_is_tuned_with_a_note(stored_table, autotuner_runs, fault):
-    from kernels import flash_triton_tuning as tuning
-
     torch.manual_seed(0)
     q, k, v = qkv((1, 2), 40, 40, 16, F32)
     keys = _tuned_keys(q, k, v, False)
-    config = fat._KERNELS["forward"].chosen[keys["forward"]]
+    config = tuning._KERNELS["forward"].chosen[keys["forward"]]
     if fault == "not a candidate":
         config = triton.Config({"BLOCK_M": 256, "BLOCK_N": 256}, num_warps=2, num_stages=7)
-        stored_table([tuning.case_entry("forward", keys["forward"], config)])
+        stored_table([stored.case_entry("forward", keys["forward"], config)])
     else:
-        stored_table([tuning.case_entry("forward", keys["forward"], config)], gpu_name="NVIDIA H200")
-    for kernel in fat._KERNELS.values():
+        stored_table([stored.case_entry("forward", keys["forward"], config)], gpu_name="NVIDIA H200")
+    for kernel in tuning._KERNELS.values():
         kernel.chosen.clear()
     autotuner_runs.update(forward=0, backward=0)
-    with pytest.warns(tuning.TuningTableWarning):
+    with pytest.warns(stored.TuningTableWarning):
         check(q, k, v, False)
     assert autotuner_runs["forward"] == 1
-    assert any("H200" in note or "1 of 1" in note or "drop" in note for note in tuning.describe(GPU_NAME))
+    assert any("H200" in note or "1 of 1" in note or "drop" in note for note in stored.describe(GPU_NAME))
 
 
 # --------------------------------------------------------------------------- GPU candidates
@@ -527,9 +533,9 @@ def test_a_stored_case_that_does_not_fit_is_tuned_with_a_note(stored_table, auto
 def test_gpu_candidates_survive_the_autotuning_cache(monkeypatch, kernel):
     """The autotuner's on-disk cache stores each timed config as its __dict__ and rebuilds it with
     Config(**fields): a config carrying anything else would fail on the second run of a shape."""
-    monkeypatch.setattr(fat, "_interpreting", lambda: False)
-    candidates = fat._candidates(kernel)
-    assert len(candidates) == sum(len(rows) for (k, _), rows in fat._CANDIDATES.items() if k == kernel)
+    monkeypatch.setattr(configs, "_interpreting", lambda: False)
+    candidates = configs._candidates(kernel)
+    assert len(candidates) == sum(len(rows) for (k, _), rows in configs._CANDIDATES.items() if k == kernel)
     for config in candidates:
         rebuilt = triton.Config(**config.__dict__)
         assert str(rebuilt) == str(config)
@@ -553,14 +559,14 @@ def test_gpu_candidates_survive_the_autotuning_cache(monkeypatch, kernel):
 )
 def test_candidates_are_pruned_to_the_row_width(monkeypatch, head_dim, dtype, widths):
     """... and fp32 keeps only the two-pass backward."""
-    monkeypatch.setattr(fat, "_interpreting", lambda: False)
+    monkeypatch.setattr(configs, "_interpreting", lambda: False)
     q = torch.empty(1, dtype=dtype)
     for kernel in fat.BLOCK_NAMES:
-        kept = fat._prune(fat._candidates(kernel), {"Q": q}, HEAD_DIM=head_dim)
-        rows = [row for width in widths for row in fat._CANDIDATES[kernel, width]]
+        kept = configs._prune(configs._candidates(kernel), {"Q": q}, HEAD_DIM=head_dim)
+        rows = [row for width in widths for row in configs._CANDIDATES[kernel, width]]
         if dtype == F32:
             rows = [row for row in rows if len(row) == 3]
-        expected = [fat._config(kernel, *row) for row in rows]
+        expected = [configs._config(kernel, *row) for row in rows]
         assert not (dtype == F32 and any(c.kwargs.get("ATOMIC_DQ") for c in kept))
         assert [str(c) for c in kept] == [str(c) for c in expected]
 
@@ -586,8 +592,8 @@ def test_long_sequences(is_causal, batch_heads, seq_q, seq_k, head_dim, dtype):
 def test_long_sequences_at_every_form_of_head_dim(monkeypatch, is_causal, head_dim, dtype):
     """With descriptors wherever the inputs allow them (here from any size): TMA tiles wider than the
     head dim (24 as 32, 72 as 128) and rest parts through pointers beside them."""
-    monkeypatch.setattr(fat, "TMA_MIN_WORK", 0)
-    monkeypatch.setattr(fat, "TMA_MIN_WORK_FP32", 0)
+    monkeypatch.setattr(launch, "TMA_MIN_WORK", 0)
+    monkeypatch.setattr(launch, "TMA_MIN_WORK_FP32", 0)
     if head_dim > 128:
         monkeypatch.setenv(fat.CONFIG_ENV, SMALL_TILES)
     torch.manual_seed(0)
@@ -621,7 +627,7 @@ def test_column_major_copy(layout, seq, dtype):
         t = torch.randn(3, seq, 2, 32, dtype=dtype, device=DEVICE).transpose(1, 2)
     else:
         t = torch.randn(3, 2, seq, 64, dtype=dtype, device=DEVICE)[..., ::2]
-    copy = fat._column_major(t)
+    copy = launch._column_major(t)
     assert copy.shape == t.shape and copy.stride() == (2 * 32 * seq, 32 * seq, 1, seq)
     assert torch.equal(copy, t)
 
@@ -629,14 +635,14 @@ def test_column_major_copy(layout, seq, dtype):
 def test_tuning_counts_the_one_pass_dq_conversion():
     """The autotuner times each backward candidate with this post-hook: the one-pass form's timing
     then includes converting its fp32 dQ, the two-pass form's nothing more."""
-    assert fat._KERNELS["backward"].tuned.post_hook is fat._convert_dq_while_tuning
+    assert tuning._KERNELS["backward"].tuned.post_hook is tuning._convert_dq_while_tuning
     dq, dq_acc = torch.zeros(4, 8, dtype=F16), torch.full((4, 8), 0.5)
     args = {"DQ": dq, "DQ_ACC": dq_acc, "sm_scale": 0.25}
-    fat._convert_dq_while_tuning(args | {"ATOMIC_DQ": 0})
+    tuning._convert_dq_while_tuning(args | {"ATOMIC_DQ": 0})
     assert dq.abs().sum() == 0
-    fat._convert_dq_while_tuning(args | {"ATOMIC_DQ": 1}, exception=RuntimeError())
+    tuning._convert_dq_while_tuning(args | {"ATOMIC_DQ": 1}, exception=RuntimeError())
     assert dq.abs().sum() == 0
-    fat._convert_dq_while_tuning(args | {"ATOMIC_DQ": 1})
+    tuning._convert_dq_while_tuning(args | {"ATOMIC_DQ": 1})
     assert torch.equal(dq, torch.full((4, 8), 0.125, dtype=F16))  # the shares are summed unscaled
 
 
@@ -652,12 +658,12 @@ def test_tuning_times_long_candidates_over_more_calls(monkeypatch, call_ms):
         return timings[len(asked) - 1]
 
     monkeypatch.setattr(triton.testing, "do_bench", do_bench)
-    timing = fat._tuning_bench(lambda: None, quantiles=(0.5, 0.2, 0.8))
-    if call_ms * fat.TUNING_MIN_CALLS > fat.TUNING_MS:
-        assert asked[0] == fat.TUNING_MS and asked[1] >= call_ms * fat.TUNING_MIN_CALLS
+    timing = tuning._tuning_bench(lambda: None, quantiles=(0.5, 0.2, 0.8))
+    if call_ms * tuning.TUNING_MIN_CALLS > tuning.TUNING_MS:
+        assert asked[0] == tuning.TUNING_MS and asked[1] >= call_ms * tuning.TUNING_MIN_CALLS
         assert timing == timings[1]
     else:
-        assert asked == [fat.TUNING_MS] and timing == timings[0]
+        assert asked == [tuning.TUNING_MS] and timing == timings[0]
 
 
 def test_configuration_examples_in_the_docstring_parse():
@@ -665,4 +671,4 @@ def test_configuration_examples_in_the_docstring_parse():
     examples = re.findall(r'FLASH_TRITON_CONFIG="([^"]+)"', fat.__doc__)
     assert len(examples) >= 2
     for raw in examples:
-        assert set(fat._parse_forced(raw)) <= set(fat.BLOCK_NAMES)
+        assert set(configs._parse_forced(raw)) <= set(fat.BLOCK_NAMES)

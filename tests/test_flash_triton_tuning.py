@@ -1,5 +1,5 @@
 """Stored FlashAttention Triton tuning tables: written, merged, looked up, and left out with a note when
-they do not fit (kernels/flash_triton_tuning.py, scripts/tune_flash_triton.py)."""
+they do not fit (kernels/flash_attention_triton/stored.py, scripts/tune_flash_triton.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pytest
 import torch
 import triton
 
-from kernels import flash_triton_tuning as tuning
+from kernels.flash_attention_triton import stored as tuning
 from model.config import PRESETS
-from perf.results import folder_name
+from perf.storage import folder_name
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "tune_flash_triton.py"

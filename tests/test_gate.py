@@ -1,4 +1,4 @@
-"""The regression gate (perf/gate.py) on synthetic result files: the noise rule, re-measurement with a
+"""The regression gate (perf/tools/gate.py) on synthetic result files: the noise rule, re-measurement with a
 fake pytest runner, the report, and every refusal (exit 2 with one line on stderr)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from perf import gate
-from perf.regression_rule import IQR_PER_SIGMA, Timing, classify, is_host_bound, median_standard_error
+from perf.tools import gate
+from perf.tools.regression_rule import IQR_PER_SIGMA, Timing, classify, is_host_bound, median_standard_error
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = "NVIDIA H100 80GB HBM3"
@@ -376,7 +376,7 @@ def refused(capsys, *argv, **kwargs) -> str:
     code, out, err = run_gate(capsys, *argv, **kwargs)
     assert code == 2
     assert "PASS" not in out
-    assert err.count("\n") == 1 and err.startswith("perf.gate: error: ")
+    assert err.count("\n") == 1 and err.startswith("perf.tools.gate: error: ")
     return err
 
 
@@ -490,7 +490,7 @@ def test_module_entry_point_exit_codes(tmp_path, files):
     slow = NAMES[0]
     base = json.loads(files["base"].read_text())["benchmarks"][0]["stats"]["median"]
     slower = write_results(tmp_path / "slower.json", suite({slow: base * 1.2}))
-    command = [sys.executable, "-m", "perf.gate", "--baseline", str(files["base"]), "--current"]
+    command = [sys.executable, "-m", "perf.tools.gate", "--baseline", str(files["base"]), "--current"]
     failed = subprocess.run([*command, str(slower)], cwd=ROOT, capture_output=True, text=True, check=False)
     assert failed.returncode == 1, failed.stderr
     assert "FAIL: 1 regression" in failed.stdout and slow in failed.stdout
@@ -500,7 +500,7 @@ def test_module_entry_point_exit_codes(tmp_path, files):
         [*command, str(truncated)], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert refusal.returncode == 2
-    assert refusal.stderr.startswith(f"perf.gate: error: --current {truncated}: not valid JSON")
+    assert refusal.stderr.startswith(f"perf.tools.gate: error: --current {truncated}: not valid JSON")
     assert "Traceback" not in refusal.stderr
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from perf.regression_rule import GPU, WALL, Timing, gpu_timing, overall, verdicts
+from perf.tools.regression_rule import GPU, WALL, Timing, gpu_timing, overall, verdicts
 from tests.test_gate import NAMES, FakeRunner, run_gate, section, suite, write_results
 
 HOST_BOUND = NAMES[0]

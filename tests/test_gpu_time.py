@@ -1,4 +1,4 @@
-"""GPU busy time per call (perf/gpu_time.py): the interval arithmetic and the split into calls on any
+"""GPU busy time per call (perf/harness/gpu_time.py): the interval arithmetic and the split into calls on any
 machine; the measurement itself on a GPU, against kernels of known length."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from perf import gpu_time
-from perf.gpu_time import MARKER_KERNEL, Activity, GpuTime, busy_ns, calls_for, split_calls
+from perf.harness import gpu_time
+from perf.harness.gpu_time import MARKER_KERNEL, Activity, GpuTime, busy_ns, calls_for, split_calls
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: measures kernels")
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from model.optim import build_optimizer
-from perf.graph_capture import CAPTURE_WARMUP_CALLS, NotCapturable, capture
-from perf.graph_workloads import capture_forward, forward_workload, inference_forward, inference_model
-from perf.workloads import check_capturable, lm_workload, random_batch
+from perf.workloads.capture import CAPTURE_WARMUP_CALLS, NotCapturable, capture
+from perf.workloads.graphs import capture_forward, forward_workload, inference_forward, inference_model
+from perf.workloads.lm import check_capturable, lm_workload, random_batch
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 CPU = torch.device("cpu")

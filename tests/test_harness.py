@@ -14,7 +14,7 @@ import torch
 
 from perf import harness
 from perf.harness import TimingPolicy, Work, derived_figures, nvtx_range, peak_tflops
-from perf.workloads import ImplUnavailable, lm_workload
+from perf.workloads.lm import ImplUnavailable, lm_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = "tests/harness_samples/synthetic_bench.py"

@@ -2,10 +2,9 @@ import pytest
 import torch
 
 from model.precision import tf32_enabled
-from perf.matmul_workloads import (
-    MATH_MODES,
+from perf.cases.matmul import MATH_MODES, math_mode
+from perf.workloads.matmul import (
     REDUCTION_FLAGS,
-    math_mode,
     math_settings,
     matmul_inputs,
     matmul_workload,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from perf import memory_report
-from perf.memory_report import graph_table, memory_table, overlap_table, table, transfer_table
+from perf.tables import memory as memory_report
+from perf.tables.memory import graph_table, memory_table, overlap_table, table, transfer_table
 
 GIB, MIB = 2**30, 2**20
 

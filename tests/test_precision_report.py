@@ -1,4 +1,4 @@
-from perf.precision_report import TABLES, TITLE, matmul_table, step_table, table, toy_table
+from perf.tables.precision import TABLES, TITLE, matmul_table, step_table, table, toy_table
 
 CUDA_BF16 = dict(
     params="float32", fc1="bfloat16", ln="float32", logits="bfloat16", loss="float32", grads="float32"

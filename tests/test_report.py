@@ -1,4 +1,4 @@
-"""The report command (perf/report.py) on synthetic result files: which plots each suite's results give,
+"""The report command (perf/tools/report/) on synthetic result files: which plots each suite's results give,
 what report.md and report.html hold, the comparison with a baseline, and every refusal (exit 2 with one
 line on stderr and no report)."""
 
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from perf import report
-from perf.attention_shapes import SWEEPS
-from perf.report_render import Code, Table, html_page, markdown
+from perf.cases.attention import SWEEPS
+from perf.tools import report
+from perf.tools.report import figures
+from perf.tools.report.render import Code, Table, html_page, markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = "NVIDIA H100 80GB HBM3"
@@ -40,7 +41,7 @@ def bench(fullname: str, median_ms: float, **info) -> dict:
 
 
 def write_results(path: Path, benchmarks: list[dict], gpu: str | None = H100) -> Path:
-    """A result file as `pytest perf/ --benchmark-json` writes it, with conftest's machine_info.perf."""
+    """A result file as `pytest perf/ --benchmark-json` writes it, with the plugin's machine_info.perf."""
     perf = {"device": "cuda" if gpu else "cpu", "torch": "2.11.0+cu130", "triton": "3.6.0", "cuda": "13.0"}
     perf |= {"cpu_model": "Intel(R) Xeon(R) Processor", "cpu_count": 16}
     if gpu:
@@ -280,7 +281,7 @@ def test_report_holds_machine_tables_and_every_plot(tmp_path, capsys, everything
             "0123456789ab",
         ):
             assert fact in text
-        # The end-of-run tables of the suites, as conftest prints them.
+        # The end-of-run tables of the suites, as the plugin prints them.
         assert "collectives: median, algbw and busbw in GB/s" in text
         assert "n x n matmuls per math mode" in text and "gloo with 4 ranks" in text
     # Every plot is linked from both, and every link has its file.
@@ -397,7 +398,7 @@ def refused(capsys, *argv) -> str:
     code, out, err = run_report(capsys, *argv)
     assert code == 2
     assert out == ""
-    assert err.count("\n") == 1 and err.startswith("perf.report: error: "), err
+    assert err.count("\n") == 1 and err.startswith("perf.tools.report: error: "), err
     assert "Traceback" not in err
     return err
 
@@ -464,7 +465,7 @@ def test_bad_option_is_refused(tmp_path, capsys, option, message):
 
 
 def test_missing_matplotlib_is_refused_before_writing(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(report.report_plots, "matplotlib_missing", lambda: "matplotlib is not installed")
+    monkeypatch.setattr(figures, "matplotlib_missing", lambda: "matplotlib is not installed")
     result = write_results(tmp_path / "run.json", matmul_results())
     err = refused(capsys, result, "--out", tmp_path / "report")
     assert "matplotlib is not installed" in err
@@ -474,9 +475,9 @@ def test_missing_matplotlib_is_refused_before_writing(tmp_path, capsys, monkeypa
 def test_module_entry_point_refuses_with_exit_2(tmp_path):
     truncated = tmp_path / "truncated.json"
     truncated.write_text('{"benchmarks": [')
-    command = [sys.executable, "-m", "perf.report", str(truncated), "--out", str(tmp_path / "report")]
+    command = [sys.executable, "-m", "perf.tools.report", str(truncated), "--out", str(tmp_path / "report")]
     refusal = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     assert refusal.returncode == 2
-    assert refusal.stderr.startswith(f"perf.report: error: result {truncated}: not valid JSON")
+    assert refusal.stderr.startswith(f"perf.tools.report: error: result {truncated}: not valid JSON")
     assert "Traceback" not in refusal.stderr
     assert not (tmp_path / "report").exists()

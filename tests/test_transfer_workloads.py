@@ -3,14 +3,8 @@
 import pytest
 import torch
 
-from perf.transfer_workloads import (
-    CopyComputeOverlap,
-    balanced_matmuls,
-    byte_size_label,
-    host_buffer,
-    host_to_device,
-    parse_byte_size,
-)
+from perf.cases.transfer import byte_size_label, parse_byte_size
+from perf.workloads.transfer import CopyComputeOverlap, balanced_matmuls, host_buffer, host_to_device
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 CPU = torch.device("cpu")

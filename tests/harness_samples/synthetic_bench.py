@@ -5,8 +5,8 @@ import weakref
 
 import torch
 
-from perf.gpu_time import GpuTime
 from perf.harness import Work, nvtx_range, oom_note
+from perf.harness.gpu_time import GpuTime
 
 
 def test_synthetic_matmul(bench):
@@ -70,11 +70,11 @@ def test_recorded_rounds_without_gpu_time(bench):
 
 def test_gpu_time_of_a_call_that_fails_only_then(bench, monkeypatch):
     # A call that fails in the extra calls after the timed rounds: the rounds stand, the reason is kept.
-    from perf import harness
+    from perf.harness import bench as harness_bench
 
     def calls_fail(fn, calls, device):
         raise RuntimeError("device lost")
 
-    monkeypatch.setattr(harness, "unavailable_reason", lambda device: None)
-    monkeypatch.setattr(harness, "measure_gpu_time", calls_fail)
+    monkeypatch.setattr(harness_bench, "unavailable_reason", lambda device: None)
+    monkeypatch.setattr(harness_bench, "measure_gpu_time", calls_fail)
     bench.run(lambda: torch.ones(8).sum(), work=Work(), warmup_steps=1)

@@ -1,0 +1,237 @@
+"""How each kernel gets its configuration: forced (FLASH_TRITON_CONFIG), stored for the GPU model
+(kernels/tuned/, see stored), or chosen by Triton's autotuner once per tuning key and from then on
+launched directly (_Kernel).
+
+A tuning key is the query and key length buckets (the next power of two), whether the launch loads
+through TMA descriptors, the head dim and causal, with the inputs' dtype and device. The autotuner
+times the candidates configs keeps for it (configs._prune) and keeps the timings in Triton's cache
+directory, so each case is tuned once per machine (_tuned). The backward's timings include converting
+the one-pass form's fp32 dQ (_convert_dq_while_tuning), which that form costs in every call.
+
+The kernels run under Triton heuristics computed from each launch's arguments: whether the lengths are
+whole multiples of the tiles (EVEN_*, which drop the row masks), whether a launch loads through TMA,
+and the one-pass form's zeroed dQ buffer.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from kernels.flash_attention_triton import stored
+from kernels.flash_attention_triton.backward_kernels import _backward_kernel
+from kernels.flash_attention_triton.configs import _candidates, _interpreting, _prune, forced_configs
+from kernels.flash_attention_triton.forward_kernels import _forward_kernel
+
+
+def _bucket(n: int) -> int:
+    """Autotuning key for a length: lengths within a power of two share a tuned configuration."""
+    return triton.next_power_of_2(n)
+
+
+# WITH_DESCRIPTORS: loads through TMA or pointers time differently, the one-pass backward most.
+_AUTOTUNE_KEY = ["SEQ_Q_BUCKET", "SEQ_K_BUCKET", "WITH_DESCRIPTORS", "HEAD_DIM", "IS_CAUSAL"]
+# Short timing per candidate: the differences that decide are mostly tens of percent, and a long sweep
+# per shape would make the first call of every new shape take minutes. But 25 ms is only three calls
+# of a 7 ms backward, too few to tell candidates 5% apart: see _tuning_bench.
+TUNING_MS = 25
+TUNING_MIN_CALLS = 10
+
+
+def _tuning_bench(kernel_call, quantiles=None):
+    """The autotuner's timing of one candidate: do_bench over TUNING_MS, or over TUNING_MIN_CALLS calls
+    where those take longer. At (1, 32, 16384, 64) causal bf16 on an H100, the one-pass backward (7.3 ms)
+    beats the best two-pass one by 5%; timed over 25 ms the autotuner picked the two-pass one in 2 of
+    28 tunings, over ten calls in none of 16."""
+    timing = triton.testing.do_bench(kernel_call, warmup=5, rep=TUNING_MS, quantiles=quantiles)
+    typical = timing[0] if quantiles else timing  # the autotuner asks for quantiles, the median first
+    if typical * TUNING_MIN_CALLS > TUNING_MS:
+        # One call more: do_bench counts its calls from an estimate that includes clearing the L2.
+        rep = typical * (TUNING_MIN_CALLS + 1)
+        timing = triton.testing.do_bench(kernel_call, warmup=0, rep=rep, quantiles=quantiles)
+    return timing
+
+
+def _convert_dq(dq_acc: torch.Tensor, sm_scale: float, dq: torch.Tensor) -> None:
+    """The one-pass form's dQ: its fp32 sum of unscaled shares, scaled and cast into dq in one pass."""
+    torch.mul(dq_acc, sm_scale, out=dq)
+
+
+def _convert_dq_while_tuning(args, exception=None) -> None:
+    """Autotuner post-hook: converting the one-pass form's fp32 dQ is part of that form's cost, so
+    the timings that choose between the forms include it (after a chosen run, the launcher converts)."""
+    if exception is None and args.get("ATOMIC_DQ"):
+        _convert_dq(args["DQ_ACC"], args["sm_scale"], args["DQ"])
+
+
+def _tuned(kernel: str, fn, post_hook=None):
+    # cache_results: the timings of each (kernel source, GPU, key) are kept in Triton's cache
+    # directory (TRITON_CACHE_DIR, ~/.triton/cache by default), so a shape is tuned once per machine,
+    # not in every process. A change of the kernel, the candidates or Triton tunes again; deleting
+    # the "*.autotune.json" files there does too.
+    return triton.autotune(
+        configs=_candidates(kernel),
+        key=_AUTOTUNE_KEY,
+        prune_configs_by={"early_config_prune": _prune},
+        do_bench=_tuning_bench,
+        post_hook=post_hook,
+        cache_results=True,
+    )(fn)
+
+
+def _zero_dq_acc_for_one_pass(args) -> bool:
+    """Heuristic for DQ_ACC_ZEROED: the one-pass form adds into DQ_ACC, so it is zeroed right before
+    each launch of that form (autotuning runs included); the two-pass form leaves it alone."""
+    if not args["ATOMIC_DQ"]:
+        return False
+    args["DQ_ACC"].zero_()
+    return True
+
+
+def _fit_descriptors(
+    rows_of: dict[str, str], switch: str | None = None, columns_if: dict[str, str] | None = None
+):
+    """Heuristic for USE_TMA: whether the launcher passed descriptors (and the configuration about to
+    run has `switch` on), whose tile shapes it then sets from that configuration: the autotuner picks
+    the tiles after the descriptors exist. A descriptor named in columns_if spans a column-major copy,
+    (batch, heads, d, seq), when the kernel argument named there is set: its tiles are (d, block)."""
+
+    def fit(args) -> bool:
+        if args["desc_q"] is None or (switch is not None and not args[switch]):
+            return False
+        for name, block in rows_of.items():
+            tile = [args[block], args["D_MAIN"]]
+            if columns_if and args.get(columns_if.get(name, ""), False):
+                tile.reverse()
+            args[name].block_shape = [1, 1, *tile]
+        return True
+
+    return fit
+
+
+_forward_fixed = triton.heuristics(
+    {
+        "EVEN_M": lambda a: a["seq_q"] % a["BLOCK_M"] == 0,
+        "USE_TMA": _fit_descriptors(
+            {"desc_q": "BLOCK_M", "desc_o": "BLOCK_M", "desc_k": "BLOCK_N", "desc_v": "BLOCK_N"},
+            columns_if={"desc_v": "V_COLUMN_MAJOR"},
+        ),
+    }
+)(_forward_kernel)
+_backward_fixed = triton.heuristics(
+    {
+        # Causal dK/dV query tiles start at a key tile: aligned to BLOCK_M1 only if it divides BLOCK_N1.
+        "EVEN_M1": lambda a: (
+            a["seq_q"] % a["BLOCK_M1"] == 0 and (not a["IS_CAUSAL"] or a["BLOCK_N1"] % a["BLOCK_M1"] == 0)
+        ),
+        "EVEN_N1": lambda a: a["seq_k"] % a["BLOCK_N1"] == 0,
+        "EVEN_M2": lambda a: a["seq_q"] % a["BLOCK_M2"] == 0,
+        "EVEN_N2": lambda a: a["seq_k"] % a["BLOCK_N2"] == 0,
+        "USE_TMA": _fit_descriptors(
+            {"desc_q": "BLOCK_M1", "desc_do": "BLOCK_M1", "desc_dq": "BLOCK_M1"}, switch="ATOMIC_DQ"
+        ),
+        # Triton's interpreter has no TMA reductions; it adds through pointers.
+        "TMA_REDUCE": lambda a: a["USE_TMA"] and not _interpreting(),
+        "DQ_ACC_ZEROED": _zero_dq_acc_for_one_pass,
+    }
+)(_backward_kernel)
+
+
+class _Kernel:
+    """A kernel launched three ways: forced (FLASH_TRITON_CONFIG), through Triton's autotuner the first
+    time a tuning key is seen that the GPU's stored table (kernels/tuned/) does not hold, and from then
+    on, or from the first call of a stored key, with that key's configuration straight through the jit
+    function.
+
+    The direct launch skips what the autotuner and heuristics do at every call: each rebuilds a dict
+    of the kernel's 30 to 45 arguments, the heuristics once per rule. Here the dict is built once per
+    launch and the same rules run on it. On an H100 host (Triton 3.6), alternating the two call by call,
+    a bf16 forward+backward through autograd took 853 us of host time against 970 us at a size the GPU
+    finishes at once, and (16, 16, 1024, 128) causal, bound by the host, 949 us per call against 1096 us.
+    """
+
+    def __init__(self, name: str, fixed, post_hook=None):
+        self.name = name
+        self.fixed = fixed  # the jit function under its heuristics
+        self.tuned = _tuned(name, fixed, post_hook)
+        self.chosen: dict[tuple, triton.Config] = {}  # tuning key -> the autotuner's choice
+        self.last: triton.Config | None = None  # what the last autotuned launch ran with
+
+    def named(self, args: tuple, kwargs: dict) -> dict:
+        """A launch's arguments by the kernel's names: the first ones come positional, the rest as kwargs."""
+        return dict(zip(self.fixed.arg_names, args, strict=False)) | kwargs
+
+    def key(self, named: dict) -> tuple:
+        """The autotuner's key for these arguments, with the dtype and device of the inputs."""
+        q = named["Q"]
+        return (*(named[name] for name in _AUTOTUNE_KEY), q.dtype, q.device)
+
+    def known(self, key: tuple) -> triton.Config | None:
+        """The key's configuration: tuned in this process, or stored for this GPU model (kernels/tuned/,
+        see stored) and from then on kept as if tuned; None: the autotuner chooses."""
+        config = self.chosen.get(key)
+        if config is None:
+            gpu = stored.gpu_name_of(key[-1])
+            config = stored.lookup(self.name, key, gpu, _could_choose)
+            if config is not None:
+                self.chosen[key] = config
+        return config
+
+    def may_run(self, switch: str, named: dict) -> bool:
+        """Whether a launch with these key arguments (named as the kernel's) may run a configuration
+        with `switch` on: the forced one, the key's tuned or stored choice, or before tuning any
+        candidate that pruning keeps for it."""
+        forced = forced_configs().get(self.name)
+        if forced is not None:
+            return bool(forced.get(switch))
+        config = self.known(self.key(named))
+        configs = [config] if config is not None else _prune(self.tuned.configs, named)
+        return any(c.kwargs.get(switch) for c in configs)
+
+    def launch(self, grid, *args, **kwargs) -> dict[str, int]:
+        """Launch with the forced configuration if one is set, else autotuned; returns its kwargs."""
+        forced = forced_configs().get(self.name)
+        if forced is not None:
+            self.fixed[grid](*args, **kwargs, **forced)
+            return forced
+        named = self.named(args, kwargs)
+        key = self.key(named)
+        config = self.known(key)
+        if config is None:
+            self.tuned[grid](*args, **kwargs)
+            config = self.chosen[key] = self.tuned.best_config
+        else:
+            launch_options = config.all_kwargs()
+            named |= launch_options
+            for rule_name, rule in self.fixed.values.items():  # the heuristics, in their order
+                named[rule_name] = rule(named)
+            rules = {rule_name: named[rule_name] for rule_name in self.fixed.values}
+            self.fixed.fn[grid(named)](*args, **kwargs, **launch_options, **rules)
+        self.last = config
+        return config.kwargs
+
+
+def _could_choose(kernel: str, key: tuple, config: triton.Config) -> bool:
+    """Whether the autotuner could pick `config` at a tuning key: one of the candidates _prune keeps
+    for its head dim and dtype. A stored table's entries are checked with it."""
+    named = {"Q": torch.empty(0, dtype=key[5]), "HEAD_DIM": key[3]}
+    kept = _prune(_KERNELS[kernel].tuned.configs, named)
+    return any(stored.same_config(config, c) for c in kept)
+
+
+_KERNELS = {
+    "forward": _Kernel("forward", _forward_fixed),
+    "backward": _Kernel("backward", _backward_fixed, _convert_dq_while_tuning),
+}
+
+
+def chosen_configs() -> dict[str, str | None]:
+    """The configuration each kernel ran with last (autotuned or forced), for reports."""
+    forced = forced_configs()
+    chosen: dict[str, str | None] = {}
+    for name, kernel in _KERNELS.items():
+        if name in forced:
+            chosen[name] = ", ".join(f"{k}={v}" for k, v in forced[name].items()) + " (forced)"
+        else:
+            chosen[name] = str(kernel.last) if kernel.last is not None else None
+    return chosen

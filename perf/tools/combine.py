@@ -1,0 +1,106 @@
+"""Store the parts of one suite run, measured in several pytest invocations, as one baseline file.
+
+    pytest perf/test_end_to_end.py ... --benchmark-json=part1.json
+    pytest perf/test_attention.py --benchmark-json=part2.json
+    python -m perf.tools.combine --name h100-default part1.json part2.json
+
+A full default run on one H100 takes about 17 minutes; CI jobs and lent machines often stop a command
+sooner. The parts must come from one machine (the same GPU, driver, CUDA, torch and triton) and one
+commit, and no benchmark may be in two parts. The file goes to baselines/<gpu>/NNNN_<name>.json, the
+next free number: the newest baseline, the one `--benchmark-compare` and the gate use. Nothing is
+overwritten. Exit codes: 0 stored, 2 refused (one line on stderr saying why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from perf.storage import BASELINES, machine_folder
+from perf.tools.results import GateError, load_results
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# What makes two parts one commit's: its id, and whether the tree had changes beyond it.
+COMMIT_KEYS = ("id", "dirty")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    # The gate's checks: readable, benchmarks with names and medians, machine info.
+    return dict(load_results(path, "part").document)
+
+
+def _same(parts: Sequence[tuple[Path, dict[str, Any]]], what: str, value_of) -> None:
+    first_path, first = parts[0]
+    for path, data in parts[1:]:
+        if value_of(data) != value_of(first):
+            raise GateError(
+                f"part {path}: {what} {value_of(data)!r} differs from part {first_path}'s "
+                f"{value_of(first)!r}; a baseline holds one machine and one commit"
+            )
+
+
+def combine(paths: Sequence[Path]) -> dict[str, Any]:
+    """One pytest-benchmark document holding every part's benchmarks, machine and commit of the first."""
+    if not paths:
+        raise GateError("no parts given")
+    parts = [(path, _read(path)) for path in paths]
+    _same(parts, "machine_info.perf", lambda data: data["machine_info"].get("perf"))
+    _same(parts, "commit", lambda data: tuple((data.get("commit_info") or {}).get(k) for k in COMMIT_KEYS))
+    seen: dict[str, Path] = {}
+    for path, data in parts:
+        for entry in data["benchmarks"]:
+            name = entry["fullname"]
+            if name in seen:
+                raise GateError(f"part {path}: {name} is also in part {seen[name]}; each benchmark once")
+            seen[name] = path
+    first = parts[0][1]
+    return {
+        **first,
+        "benchmarks": [entry for _, data in parts for entry in data["benchmarks"]],
+        # The last part's end: when the run was complete. Each part's own time stays in `parts`.
+        "datetime": max(str(data.get("datetime", "")) for _, data in parts),
+        "parts": [
+            {"file": path.name, "datetime": data.get("datetime"), "benchmarks": len(data["benchmarks"])}
+            for path, data in parts
+        ],
+    }
+
+
+def store(document: dict[str, Any], name: str, baselines: Path = BASELINES) -> Path:
+    """Write `document` as the next numbered file of its machine's folder; never over another file."""
+    folder = baselines / machine_folder(document["machine_info"]["perf"])
+    folder.mkdir(parents=True, exist_ok=True)
+    numbers = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*.json")]
+    path = folder / f"{max(numbers, default=0) + 1:04d}_{name}.json"
+    with path.open("x") as f:  # "x": an existing file is an error, not an overwrite
+        json.dump(document, f, indent=4)
+        f.write("\n")
+    return path
+
+
+def main(argv: Sequence[str] | None = None, baselines: Path = BASELINES) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.tools.combine", description=__doc__.split("\n")[0])
+    parser.add_argument("--name", required=True, help="the baseline's name: letters, digits, '_', '.', '-'")
+    parser.add_argument("parts", nargs="+", type=Path, help="pytest-benchmark JSON files of one run")
+    options = parser.parse_args(argv)
+    try:
+        if not NAME.fullmatch(options.name):
+            raise GateError(f"--name {options.name!r}: use letters, digits, '_', '.' and '-'")
+        path = store(combine(options.parts), options.name, baselines)
+    except GateError as err:
+        print(f"perf.tools.combine: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"perf.tools.combine: error: cannot write the baseline: {err}", file=sys.stderr)
+        return 2
+    print(f"stored {len(load_results(path, 'baseline').timings)} benchmarks in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

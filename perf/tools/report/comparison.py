@@ -1,0 +1,204 @@
+"""The report's part against a baseline: every benchmark of both runs judged by the gate's rule on its
+wall time and its GPU busy time, as a table and a plot of the ratios."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perf.tools import gate
+from perf.tools.regression_rule import (
+    GPU,
+    HOST_BOUND_SHARE,
+    HOST_BOUND_SLOWER,
+    HOST_BOUND_THRESHOLD,
+    WALL,
+    Timing,
+    overall,
+    verdicts,
+)
+from perf.tools.report.figures import Plot, finish_figure, new_figure
+from perf.tools.report.render import Block, Code, Heading, Image, Paragraph, Table
+from perf.tools.results import Results
+
+VERDICTS = ("slower", "faster", "unchanged", HOST_BOUND_SLOWER)  # the words `overall` starts with
+# The ratio plot shows at most this many benchmarks: the slowest and the fastest half each.
+MAX_RATIO_ROWS = 60
+RATIO_TICKS = (0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10)
+VERDICT_COLORS = {"slower": "tab:red", "faster": "tab:green", "unchanged": "0.6"}
+COLUMNS = ("benchmark", "baseline ms", "current ms", "ratio", "base GPU ms", "GPU ms", "GPU ratio", "verdict")
+
+
+@dataclass(frozen=True)
+class Compared:
+    name: str  # node id
+    baseline: dict[str, Timing]  # per figure: 'wall' always, 'gpu' where recorded
+    current: dict[str, Timing]
+    verdicts: dict[str, str]  # per figure both runs have: regression_rule.judge_figure's word
+    gpu_missing: str | None  # why the GPU times were not compared; None when they were
+
+    def ratio(self, figure: str = WALL) -> float | None:
+        if figure not in self.verdicts:
+            return None
+        return self.current[figure].median_s / self.baseline[figure].median_s
+
+    @property
+    def verdict(self) -> str:
+        """'slower (gpu)', 'host-bound slower (wall)', 'unchanged', ..."""
+        return overall(self.verdicts)
+
+    @property
+    def word(self) -> str:
+        """The verdict without its figures: one of VERDICTS, the HTML row's class."""
+        return next(word for word in VERDICTS if self.verdict.startswith(word))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rows: list[Compared]  # the largest ratio of either figure (the slowest) first
+    new: list[str]  # in the result only
+    missing: list[str]  # in the baseline only
+
+
+def compare(baseline: Results, current: Results, threshold: float, z: float) -> Comparison:
+    """Every benchmark of both runs, judged by the gate's rule (threshold and the runs' own noise)."""
+    rows = []
+    for name in current.timings:
+        if name in baseline.timings:
+            before, after = baseline.figures(name), current.figures(name)
+            found = verdicts(before, after, threshold, z)
+            missing = gate.gpu_missing_reason(baseline, current, name)
+            rows.append(Compared(name, before, after, found, missing))
+    return Comparison(
+        rows=sorted(rows, key=lambda row: -max(r for r in (row.ratio(WALL), row.ratio(GPU)) if r)),
+        new=[name for name in current.timings if name not in baseline.timings],
+        missing=[name for name in baseline.timings if name not in current.timings],
+    )
+
+
+def shown(fullname: str) -> Code:
+    return Code(fullname.removeprefix("perf/"))
+
+
+def _ms(timings: dict[str, Timing], figure: str) -> str:
+    return f"{timings[figure].median_s * 1e3:.4g}" if figure in timings else "-"
+
+
+def _ratio(row: Compared, figure: str) -> str:
+    ratio = row.ratio(figure)
+    return "-" if ratio is None else f"{ratio:.3f}"
+
+
+def comparison_blocks(comparison: Comparison, threshold: float, z: float, out: Path) -> list[Block]:
+    counts = {word: sum(r.word == word for r in comparison.rows) for word in VERDICTS}
+    without_gpu = sum(r.gpu_missing is not None for r in comparison.rows)
+    blocks: list[Block] = [
+        Heading(2, "Against the baseline"),
+        Paragraph(
+            f"{len(comparison.rows)} benchmarks in both runs: {counts['slower']} slower, {counts['faster']} "
+            f"faster, {counts['unchanged']} unchanged, {counts[HOST_BOUND_SLOWER]} host-bound slower; "
+            f"{len(comparison.new)} new, {len(comparison.missing)} missing; {without_gpu} judged on wall "
+            "time alone (no GPU time in one of the runs). Each benchmark is judged on two figures: its "
+            "wall time (the median of its timed rounds) and its GPU busy time (the median time one call "
+            "kept the GPU busy, which the host's speed does not move). Ratio: current / baseline (above "
+            f"1: slower). Slower or faster: by more than {threshold:.0%} and by more than {z:g} standard "
+            "errors of the two medians, each from its run's own rounds or calls: the rule of "
+            "perf/tools/gate.py, which also measures suspects again (a report can't); the verdict names the "
+            "figures it rests on. Host-bound slower: host-bound in the baseline (one call keeps the "
+            f"host busy for at least {HOST_BOUND_SHARE:.0%} of its time, so its wall time follows the "
+            "host's CPU) and slower in wall time, but by less than the gate's host-bound threshold "
+            f"({HOST_BOUND_THRESHOLD:.0%}): listed, never failing."
+        ),
+        Table(
+            COLUMNS,
+            [
+                [
+                    shown(r.name),
+                    _ms(r.baseline, WALL),
+                    _ms(r.current, WALL),
+                    _ratio(r, WALL),
+                    _ms(r.baseline, GPU),
+                    _ms(r.current, GPU),
+                    _ratio(r, GPU),
+                    r.verdict,
+                ]
+                for r in comparison.rows
+            ],
+            numeric=frozenset(range(1, 7)),
+            marks=[r.word if r.word != "unchanged" else "" for r in comparison.rows],
+        ),
+    ]
+    plot = ratio_plot(comparison.rows, out)
+    if plot is not None:
+        blocks += [Paragraph(plot.caption), Image(plot.file, plot.title)]
+    lists = (
+        ("New (not in the baseline)", comparison.new),
+        ("Missing (in the baseline only)", comparison.missing),
+    )
+    for title, names in lists:
+        if names:
+            blocks += [Heading(3, title), Table(("benchmark",), [[shown(name)] for name in names])]
+    return blocks
+
+
+# --------------------------------------------------------------------------- the plot
+def _color(verdict: str | None) -> str:
+    word = next((w for w in VERDICT_COLORS if verdict and verdict.startswith(w)), "unchanged")
+    return VERDICT_COLORS[word]
+
+
+def _ratio_bars(ax: Any, shown_rows: Sequence[Compared]) -> None:
+    """Per benchmark a bar from 1 to its wall ratio and, hatched beside it, one to its GPU ratio."""
+    all_ratios = []
+    for figure, offset, hatch in ((WALL, -0.2, None), (GPU, 0.2, "///")):
+        rows = [(i, r) for i, r in enumerate(shown_rows) if r.ratio(figure) is not None]
+        if not rows:
+            continue
+        ratios = [r.ratio(figure) for _, r in rows]
+        all_ratios += ratios
+        bars = ax.barh(
+            [i + offset for i, _ in rows],
+            [ratio - 1 for ratio in ratios],
+            left=1,
+            height=0.4,
+            color=[_color(r.verdicts[figure]) for _, r in rows],
+            hatch=hatch,
+            edgecolor="white" if hatch else None,
+            label="GPU busy time" if figure == GPU else "wall time",
+        )
+        ax.bar_label(bars, [f"{ratio:.2f}" for ratio in ratios], fontsize=5, padding=2)
+    positions = range(len(shown_rows))
+    ax.set_yticks(positions, [shown(r.name) for r in shown_rows], fontsize=6)
+    ax.invert_yaxis()  # the slowest at the top, as in the table
+    ax.axvline(1, color="black", linewidth=0.8)
+    ax.set_xscale("log")  # 0.5 and 2 the same distance from 1
+    low, high = min(0.9, *all_ratios) / 1.1, max(1.1, *all_ratios) * 1.1
+    ax.set_xlim(low, high)
+    ticks = [t for t in RATIO_TICKS if low <= t <= high]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=7)
+    ax.minorticks_off()
+    ax.set_xlabel("current / baseline (above 1: slower)", fontsize=8)
+    ax.grid(True, axis="x", alpha=0.3)
+
+
+def ratio_plot(rows: Sequence[Compared], out: Path) -> Plot | None:
+    """Current / baseline per benchmark and figure (`rows` sorted slowest first), bars from 1."""
+    if not rows:
+        return None
+    shown_rows = list(rows)
+    left_out = len(shown_rows) - MAX_RATIO_ROWS
+    if left_out > 0:
+        half = MAX_RATIO_ROWS // 2
+        shown_rows = shown_rows[:half] + shown_rows[-half:]
+    figure, axes = new_figure(1, 1, width=9.0, height=1.0 + 0.3 * len(shown_rows))
+    _ratio_bars(axes[0][0], shown_rows)
+    caption = (
+        "Per benchmark, wall time (plain) and GPU busy time (hatched, where both runs have it). Red: "
+        "slower, green: faster (beyond the threshold and the noise), grey: unchanged."
+    )
+    if left_out > 0:
+        caption += f" The {MAX_RATIO_ROWS // 2} slowest and fastest; {left_out} in between left out."
+    title = "current against baseline: ratio of medians"
+    return finish_figure(figure, axes, out, "baseline_ratios.png", title, "", caption)
