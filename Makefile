@@ -16,16 +16,24 @@ test: env
 	TRITON_INTERPRET=$${TRITON_INTERPRET-$$($(PY) -c "import torch; print(0 if torch.cuda.is_available() else 1)")} \
 		$(PY) -m pytest tests/ $(ARGS)
 
+# ARGS go to pytest as they are, and pytest's own parser tells their paths from option values:
+# perf/ is not given as a path but as pytest's testpaths (PERF_TESTPATHS), which pytest runs only when ARGS
+# names no path or node id. --benchmark-compare takes an optional value, so it is followed by that option,
+# never by ARGS, and compares with the newest baseline; a --benchmark-compare=NUM in ARGS comes later and wins.
+# tests/test_make_args.py checks the commands.
+PERF_TESTPATHS := -o testpaths=perf
+
 # The benchmark suite, compared against the stored baseline of this GPU (or CPU).
 bench: env
-	$(PY) -m pytest perf/ --benchmark-compare $(ARGS)
+	$(PY) -m pytest --benchmark-compare $(PERF_TESTPATHS) $(ARGS)
 
 # Record a new baseline for this machine under baselines/<gpu>/ (a new numbered file, never an overwrite).
 baseline: env
-	$(PY) -m pytest perf/ --benchmark-save=$${NAME-baseline} $(ARGS)
+	$(PY) -m pytest $(PERF_TESTPATHS) --benchmark-save=$${NAME-baseline} $(ARGS)
 
 # Fail only on slowdowns beyond the threshold and the runs' own noise that persist when measured again.
-# GATE_ARGS go to the gate (--threshold, --z, --remeasure, --baseline); ARGS to pytest (perf/tools/gate.py).
+# GATE_ARGS go to the gate (--threshold, --z, --remeasure, --baseline); ARGS to pytest (perf/tools/gate.py),
+# where paths or node ids under perf/ replace perf/.
 gate: env
 	$(PY) -m perf.tools.gate $(GATE_ARGS) -- $(ARGS)
 
