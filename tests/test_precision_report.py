@@ -73,6 +73,29 @@ def test_matmul_rows_by_size_then_mode():
     ]
 
 
+def test_fp16_accumulation_row_beside_fp16():
+    # Rows come in the modes' registry order whatever order the results arrive in: fp16_accum right
+    # after fp16 of the same n, with its TFLOP/s and error.
+    results = [
+        {"suite": "matmul", "mode": m, "n": 8192, "rel_error": e, "median_ms": ms, "tflops": t, "mfu": u}
+        for m, e, ms, t, u in (
+            ("fp16_reduced", 2.4e-4, 1.5, 733.0, 0.741),
+            ("fp16_accum", 3.3e-3, 1.4, 785.4, 0.794),
+            ("fp16", 2.4e-4, 1.5, 733.0, 0.741),
+        )
+    ]
+    header, *rows = matmul_table([*results, *MATMUL])
+    assert [row.split() for row in rows if row.split()[1] == "8192"] == [
+        ["fp32", "8192", "20.000", "55", "82.2%", "2.10e-07"],
+        ["tf32", "8192", "3.000", "366.5", "74.1%", "3.30e-04"],
+        ["bf16", "8192", "1.500", "733", "74.1%", "1.60e-03"],
+        ["fp16", "8192", "1.500", "733", "74.1%", "2.40e-04"],
+        ["fp16_accum", "8192", "1.400", "785.4", "79.4%", "3.30e-03"],
+        ["fp16_reduced", "8192", "1.500", "733", "74.1%", "2.40e-04"],
+    ]
+    assert len({len(row) for row in [header, *rows]}) == 1  # the columns line up
+
+
 def test_step_speedup_against_fp32_of_the_same_preset():
     header, *rows = step_table(STEP)
     assert header.split() == ["preset", "ctx", "precision", "ms", "tokens/s", "vs", "fp32"]

@@ -10,13 +10,20 @@ import torch
 
 @dataclass(frozen=True)
 class MathMode:
-    """How a matmul runs: the inputs' and output's dtype and the two CUDA switches that change its math."""
+    """How a matmul runs: the inputs' and output's dtype and the CUDA switches that change its math."""
 
     name: str
     dtype: torch.dtype
     tf32: bool = False  # fp32 inputs rounded to TF32's 10 mantissa bits inside the tensor cores
     # cuBLAS may sum partial products (split-K reductions) in bf16/fp16 instead of fp32.
     reduced_precision_reduction: bool = False
+    # fp16 only: cuBLAS computes in fp16 (CUBLAS_COMPUTE_16F), every partial sum held in fp16
+    # (torch.backends.cuda.matmul.allow_fp16_accumulation).
+    fp16_accumulation: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fp16_accumulation and self.dtype != torch.float16:
+            raise ValueError(f"{self.name}: fp16 accumulation needs fp16 inputs, got {self.dtype}")
 
     @property
     def precision(self) -> str:
@@ -26,8 +33,18 @@ class MathMode:
 
     @property
     def cuda_only(self) -> bool:
-        """TF32 and the reduced-precision reductions are cuBLAS switches: a CPU matmul ignores them."""
-        return self.tf32 or self.reduced_precision_reduction
+        """TF32, the reduced-precision reductions and fp16 accumulation are cuBLAS switches: a CPU
+        matmul ignores them."""
+        return self.tf32 or self.reduced_precision_reduction or self.fp16_accumulation
+
+    @property
+    def switch(self) -> str | None:
+        """The cuBLAS switch the mode turns on, in words; None for a mode that turns none on."""
+        if self.fp16_accumulation:
+            return "fp16 accumulation"
+        if self.tf32:
+            return "TF32"
+        return "reduced-precision reduction" if self.reduced_precision_reduction else None
 
 
 MATH_MODES: dict[str, MathMode] = {
@@ -38,6 +55,9 @@ MATH_MODES: dict[str, MathMode] = {
         MathMode("bf16", torch.bfloat16),
         MathMode("bf16_reduced", torch.bfloat16, reduced_precision_reduction=True),
         MathMode("fp16", torch.float16),
+        # Beside fp16, from which it differs by the one switch: the end-of-run table lists modes in
+        # this order.
+        MathMode("fp16_accum", torch.float16, fp16_accumulation=True),
         MathMode("fp16_reduced", torch.float16, reduced_precision_reduction=True),
     )
 }

@@ -1,4 +1,5 @@
-"""Square matmuls per math mode: input dtype, TF32, and whether cuBLAS may reduce in low precision.
+"""Square matmuls per math mode: input dtype, TF32, whether cuBLAS may reduce in low precision, and
+whether fp16 products accumulate in fp16.
 
 A mode fixes what one n x n @ n x n product computes with; `math_settings` applies its switches
 for as long as the block runs. The accuracy of a mode is the product's relative error against an
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -18,12 +20,67 @@ from model.precision import tf32
 from perf.cases.matmul import MathMode
 from perf.harness import Work
 
+# torch.backends.cuda.matmul's switch for fp16 GEMMs that accumulate in fp16. torch's CUDABlas.cpp
+# reads it in every fp16 GEMM (cuBLAS and cuBLASLt, single and batched) and, only when not built for
+# ROCm and only on compute capability 7.0 or newer, asks for CUBLAS_COMPUTE_16F with fp16 alpha and
+# beta; elsewhere the switch is stored and silently ignored (the GEMM accumulates in fp32). Setting it
+# never fails, not even in a CPU build, so the checks below are what keep a measurement from passing
+# fp32 accumulation off as fp16.
+FP16_ACCUMULATION_FLAG = "allow_fp16_accumulation"
+FP16_ACCUMULATION_MIN_CAPABILITY = (7, 0)
+
+
+def fp16_accumulation_supported() -> bool:
+    """Whether the installed torch has the fp16 accumulation switch."""
+    return hasattr(torch.backends.cuda.matmul, FP16_ACCUMULATION_FLAG)
+
+
+def fp16_accumulation_enabled() -> bool:
+    """Whether fp16 CUDA matmuls may accumulate in fp16 now; False where torch has no such switch."""
+    return bool(getattr(torch.backends.cuda.matmul, FP16_ACCUMULATION_FLAG, False))
+
 
 def unavailable_reason(mode: MathMode, device: torch.device) -> str | None:
-    """Why `mode` cannot be measured on `device`, or None when it can."""
+    """Why `mode` cannot be measured on `device`, or None when it can (as far as can be told before a
+    matmul runs: `first_step_refusal` catches a cuBLAS that rejects the mode)."""
+    if mode.fp16_accumulation and not fp16_accumulation_supported():
+        return (
+            f"torch {torch.__version__} has no torch.backends.cuda.matmul.{FP16_ACCUMULATION_FLAG}: "
+            f"{mode.name} needs fp16 GEMMs that accumulate in fp16"
+        )
     if mode.cuda_only and device.type != "cuda":
-        switch = "TF32" if mode.tf32 else "reduced-precision reduction"
-        return f"needs a CUDA device: {mode.name} is {mode.precision} with cuBLAS's {switch} switch on"
+        return f"needs a CUDA device: {mode.name} is {mode.precision} with cuBLAS's {mode.switch} switch on"
+    if mode.fp16_accumulation and torch.version.hip is not None:
+        return (
+            f"ROCm build (HIP {torch.version.hip}): torch applies {FP16_ACCUMULATION_FLAG} to cuBLAS "
+            f"only, so {mode.name} would accumulate in fp32 like fp16"
+        )
+    if mode.fp16_accumulation:
+        capability = tuple(torch.cuda.get_device_capability(device))
+        if capability < FP16_ACCUMULATION_MIN_CAPABILITY:
+            has, needs = (".".join(map(str, c)) for c in (capability, FP16_ACCUMULATION_MIN_CAPABILITY))
+            return (
+                f"{torch.cuda.get_device_name(device)} has compute capability {has}: torch applies "
+                f"{FP16_ACCUMULATION_FLAG} from {needs} (Volta) on, so {mode.name} would accumulate in "
+                "fp32 like fp16"
+            )
+    return None
+
+
+def first_step_refusal(workload: MatmulWorkload) -> str | None:
+    """Run the workload's first (untimed) step; for an fp16 accumulation mode, return why cuBLAS
+    refused it (CUBLAS_STATUS_* in torch's error) instead of raising. None: the step ran.
+
+    Any other error, and any error of another mode, propagates: only this switch asks cuBLAS for a
+    compute type (CUBLAS_COMPUTE_16F) that a GPU or cuBLAS version may lack.
+    """
+    try:
+        workload.step()
+    except RuntimeError as err:
+        if not workload.mode.fp16_accumulation or "CUBLAS_STATUS" not in str(err):
+            raise
+        message = " ".join(str(err).split())
+        return f"cuBLAS rejected {workload.mode.name} ({FP16_ACCUMULATION_FLAG} on): {message}"
     return None
 
 
@@ -59,9 +116,37 @@ def reduced_precision_reductions(allowed: bool) -> Iterator[None]:
 
 
 @contextmanager
+def fp16_accumulation(enabled: bool) -> Iterator[None]:
+    """Allow (or forbid) fp16 cuBLAS matmuls to accumulate in fp16, until the block exits.
+
+    torch's default forbids it. Where torch has no such switch, forbidding it changes nothing (fp16
+    matmuls accumulate in fp32 there) and allowing it raises RuntimeError.
+    """
+    if not fp16_accumulation_supported():
+        if enabled:
+            raise RuntimeError(
+                f"torch {torch.__version__} has no torch.backends.cuda.matmul.{FP16_ACCUMULATION_FLAG}"
+            )
+        yield
+        return
+    matmul = torch.backends.cuda.matmul
+    saved = getattr(matmul, FP16_ACCUMULATION_FLAG)
+    try:
+        setattr(matmul, FP16_ACCUMULATION_FLAG, enabled)
+        yield
+    finally:
+        setattr(matmul, FP16_ACCUMULATION_FLAG, saved)
+
+
+@contextmanager
 def math_settings(mode: MathMode) -> Iterator[None]:
-    """TF32 and the reduced-precision reductions as `mode` wants them, both restored on exit."""
-    with tf32(mode.tf32), reduced_precision_reductions(mode.reduced_precision_reduction):
+    """TF32, the reduced-precision reductions and fp16 accumulation as `mode` wants them, all restored
+    on exit: a mode that does not turn a switch on runs with it off, whatever it was before."""
+    with (
+        tf32(mode.tf32),
+        reduced_precision_reductions(mode.reduced_precision_reduction),
+        fp16_accumulation(mode.fp16_accumulation),
+    ):
         yield
 
 
@@ -112,3 +197,16 @@ def matmul_workload(mode: MathMode, n: int, device: torch.device) -> MatmulWorkl
 
     # n^2 outputs, each n multiplies and n adds.
     return MatmulWorkload(mode, n, a, b, out, step, Work(flops=2 * n**3, precision=mode.precision))
+
+
+def result_info(workload: MatmulWorkload, rel_error: float) -> dict[str, Any]:
+    """The figures a matmul result carries in extra_info besides the harness's; call it inside
+    `math_settings(workload.mode)`: `fp16_accumulation` is the switch as the matmul ran with it."""
+    return {
+        "suite": "matmul",
+        "mode": workload.mode.name,
+        "n": workload.n,
+        "rel_error": rel_error,
+        "dtype": str(workload.mode.dtype).removeprefix("torch."),
+        "fp16_accumulation": fp16_accumulation_enabled(),
+    }
