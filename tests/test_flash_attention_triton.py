@@ -14,6 +14,7 @@ import torch
 import triton
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from triton.runtime.errors import OutOfResources
 
 from kernels import flash_attention_triton as fat
 from kernels.attention_inputs import HEAD_DIMS
@@ -397,6 +398,87 @@ def test_rejects_bad_forced_configuration(monkeypatch, raw, message):
         flash_attention_triton(q, k, v)
 
 
+# The issue's example: on an H100 with fp32 inputs its forward does not fit at head dim 128, nor its
+# backward at 64 (Triton 3.9 for sm_90: 262144 and 262656 bytes of shared memory, limit 232448).
+TOO_BIG = (
+    "forward:BLOCK_M=128,BLOCK_N=64,num_warps=8,num_stages=3;"
+    "backward:BLOCK_M1=64,BLOCK_N1=128,BLOCK_M2=128,BLOCK_N2=64,num_warps=8,ATOMIC_DQ=1"
+)
+
+
+def launches_run_out_of(monkeypatch, kernel: str, resource="shared memory", required=262144, limit=232448,
+                        when=lambda kwargs: True) -> None:  # fmt: skip
+    """Make the kernel's jit function refuse launches (those `when` picks by their kwargs) as Triton
+    does when a compiled kernel needs more than the GPU has: the interpreter never does. Under the
+    heuristics, so forced, autotuned and directly launched configurations all reach it."""
+    jit_fn = tuning._KERNELS[kernel].fixed.fn
+    run = jit_fn.run
+
+    def refused(*args, **kwargs):
+        if when(kwargs):
+            raise OutOfResources(required, limit, resource)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(jit_fn, "run", refused)
+
+
+@pytest.mark.parametrize(
+    "kernel, head_dim, entry",
+    [
+        ("forward", 128, "forward:BLOCK_M=128,BLOCK_N=64,num_warps=8,num_stages=3"),
+        (
+            "backward",
+            64,
+            "backward:BLOCK_M1=64,BLOCK_N1=128,BLOCK_M2=128,BLOCK_N2=64,num_warps=8,num_stages=2,ATOMIC_DQ=1",
+        ),
+    ],
+)
+def test_a_forced_configuration_out_of_shared_memory_names_its_entry(monkeypatch, kernel, head_dim, entry):
+    """Triton's OutOfResources from a forced launch becomes a ValueError that names the entry with every
+    value in force (num_stages=2 by default), the inputs' dtype and head dim, and the bytes needed
+    against the GPU's limit, raised from Triton's error."""
+    monkeypatch.setenv(fat.CONFIG_ENV, TOO_BIG)
+    launches_run_out_of(monkeypatch, kernel)
+    q, k, v = qkv((1, 1), 20, 20, head_dim, F32)
+    gpu = torch.cuda.get_device_name() if CUDA else "this GPU"
+    with pytest.raises(ValueError) as raised:
+        out_and_grads(flash_attention_triton, q, k, v, torch.randn_like(q), True)
+    assert str(raised.value) == (
+        f"FLASH_TRITON_CONFIG: the {kernel} entry '{entry}' does not fit torch.float32 inputs at head dim "
+        f"{head_dim} on {gpu}: it needs 262144 bytes of shared memory, over the GPU's limit of 232448. "
+        f"Force smaller BLOCK_* tiles or fewer num_stages in the {kernel} entry, or leave the {kernel} "
+        f"kernel out of FLASH_TRITON_CONFIG to autotune it."
+    )
+    assert isinstance(raised.value.__cause__, OutOfResources)
+
+
+def test_a_forced_configuration_with_too_many_threads_asks_for_fewer_warps(monkeypatch):
+    monkeypatch.setenv(fat.CONFIG_ENV, "forward:BLOCK_M=32,BLOCK_N=16,num_warps=64")
+    launches_run_out_of(monkeypatch, "forward", "threads", 2048, 1024)
+    message = (
+        r"'forward:BLOCK_M=32,BLOCK_N=16,num_warps=64,num_stages=2' does not fit torch.float16 inputs at "
+        r"head dim 40 on .*: it needs 2048 threads per block, over the GPU's limit of 1024. Force fewer "
+        r"num_warps in the forward entry"
+    )
+    with pytest.raises(ValueError, match=message):
+        flash_attention_triton(*qkv((1, 1), 20, 20, 40, F16))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU: the interpreter has no shared memory limit")
+@pytest.mark.parametrize("kernel, head_dim", [("forward", 128), ("backward", 64)])
+def test_the_issue_example_names_its_entry_on_a_gpu(monkeypatch, kernel, head_dim):
+    """Triton's own refusal, on the GPU: the forward fits at head dim 64, so the backward's is raised."""
+    monkeypatch.setenv(fat.CONFIG_ENV, TOO_BIG)
+    q, k, v = qkv((1, 1), 256, 256, head_dim, F32)
+    message = (
+        rf"the {kernel} entry '{kernel}:BLOCK_.*' does not fit torch.float32 inputs at head dim {head_dim} "
+        rf"on .*: it needs \d+ bytes of shared memory, over the GPU's limit of \d+"
+    )
+    with pytest.raises(ValueError, match=message):
+        out_and_grads(flash_attention_triton, q, k, v, torch.randn_like(q), True)
+
+
 # --------------------------------------------------------------------------- tuned launches
 @pytest.fixture
 def autotuner_runs(monkeypatch) -> dict[str, int]:
@@ -457,6 +539,51 @@ def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, 
     assert len(dq_conversions) == atomic_dq
     assert backward_buffers[-1][0] == (inputs[0].numel() if atomic_dq else 0)
     assert f"ATOMIC_DQ: {atomic_dq}" in fat.chosen_configs()["backward"]
+
+
+@pytest.fixture
+def fresh_autotuner(monkeypatch, autotuner_runs):
+    """autotuner_runs, with the autotuners' in-process choices cleared and nothing written to Triton's
+    on-disk timings (a refused candidate times as infinite: it must not be cached for later runs)."""
+    for kernel in tuning._KERNELS.values():
+        monkeypatch.setattr(kernel.tuned, "cache", {})
+        monkeypatch.setattr(kernel.tuned, "cache_results", False)
+    return autotuner_runs
+
+
+@pytest.mark.autotuned
+def test_the_autotuner_skips_a_candidate_out_of_shared_memory(monkeypatch, fresh_autotuner):
+    """Unforced, a candidate Triton refuses is timed as infinite and another is chosen, as before."""
+    forward = tuning._KERNELS["forward"]
+    big, small = (configs._config("forward", tiles, 4, 1) for tiles in ((64, 64), (32, 16)))
+    monkeypatch.setattr(forward.tuned, "configs", [big, small])
+    launches_run_out_of(monkeypatch, "forward", when=lambda kwargs: kwargs["BLOCK_M"] == 64)
+
+    def do_bench(fn, warmup=0, rep=0, quantiles=None):
+        fn()
+        return [1.0, 1.0, 1.0] if quantiles else 1.0
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    check(*qkv((1, 2), 40, 40, 16, F32), True)
+    assert fresh_autotuner["forward"] == 1
+    assert forward.tuned.configs_timings[big][0] == float("inf")
+    assert forward.last is small
+
+
+@pytest.mark.autotuned
+def test_an_unforced_launch_out_of_resources_is_left_as_triton_raised_it(monkeypatch, fresh_autotuner):
+    """Without FLASH_TRITON_CONFIG no entry is to blame: Triton's OutOfResources passes unchanged, from
+    the autotuner's launch and from the direct launch of a tuned key."""
+    forward = tuning._KERNELS["forward"]
+    q, k, v = qkv((1, 2), 40, 40, 16, F32)
+    for tuned in (False, True):
+        with monkeypatch.context() as patched:
+            launches_run_out_of(patched, "forward")
+            with pytest.raises(OutOfResources):
+                flash_attention_triton(q, k, v)
+        assert fresh_autotuner["forward"] == 1 + tuned  # the refused call ran the autotuner, or not
+        assert bool(forward.chosen) == tuned
+        flash_attention_triton(q, k, v)  # refused by nothing: tunes the key, or launches it directly
 
 
 # --------------------------------------------------------------------------- stored tables

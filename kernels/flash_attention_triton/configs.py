@@ -10,6 +10,9 @@ and _prune keeps a launch's own.
 FLASH_TRITON_CONFIG holds one entry per kernel, separated by ';' (examples in the package docstring):
 a kernel named takes exactly the values given (unnamed values default to num_warps=4, num_stages=2),
 a kernel not named keeps autotuning. It is read at every launch; forced_configs() says what is in force.
+An entry the GPU cannot run for the inputs (more shared memory than a block may have, say) fails its
+launch with a ValueError that names the entry, the dtype and head dim, and what it needs against the
+GPU's limit (does_not_fit).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import functools
 import os
 
 import triton
+from triton.runtime.errors import OutOfResources
 
 from kernels.flash_attention_triton.tiles import head_dim_parts
 
@@ -181,3 +185,34 @@ def _parse_forced(raw: str) -> dict[str, dict[str, int]]:
 def forced_configs() -> dict[str, dict[str, int]]:
     """The configurations FLASH_TRITON_CONFIG forces, per kernel (read at every launch)."""
     return _parse_forced(os.environ.get(CONFIG_ENV, ""))
+
+
+def forced_entry(kernel: str, params: dict[str, int]) -> str:
+    """A forced configuration as a FLASH_TRITON_CONFIG entry, with every value in force (the defaults
+    of those the variable did not name included), tiles first."""
+    names = (*BLOCK_NAMES[kernel], *_LAUNCH_NAMES, *SWITCHES[kernel])
+    return f"{kernel}:" + ",".join(f"{name}={params[name]}" for name in names)
+
+
+# What Triton's OutOfResources counts (its `name`), in its units, and what in an entry lowers it.
+_RESOURCES = {
+    "shared memory": ("bytes of shared memory", "smaller BLOCK_* tiles or fewer num_stages"),
+    "threads": ("threads per block", "fewer num_warps"),
+    "tensor memory": ("columns of tensor memory", "smaller BLOCK_* tiles"),
+}
+
+
+def does_not_fit(
+    kernel: str, params: dict[str, int], dtype, head_dim: int, gpu: str | None, error: OutOfResources
+) -> ValueError:
+    """The error for a forced configuration whose launch Triton refused (triton.runtime.errors.
+    OutOfResources, raised when the compiled kernel is loaded: its `required` against the GPU's
+    `limit`, for shared memory the driver's max_shared_mem): which entry, for which inputs, and what
+    to change. The launcher raises it from Triton's error."""
+    what, change = _RESOURCES.get(error.name, (error.name, "smaller BLOCK_* tiles, num_warps or num_stages"))
+    return ValueError(
+        f"{CONFIG_ENV}: the {kernel} entry {forced_entry(kernel, params)!r} does not fit {dtype} inputs at "
+        f"head dim {head_dim} on {gpu or 'this GPU'}: it needs {error.required} {what}, over the GPU's "
+        f"limit of {error.limit}. Force {change} in the {kernel} entry, or leave the {kernel} kernel out "
+        f"of {CONFIG_ENV} to autotune it."
+    )

@@ -17,10 +17,17 @@ from __future__ import annotations
 
 import torch
 import triton
+from triton.runtime.errors import OutOfResources
 
 from kernels.flash_attention_triton import stored
 from kernels.flash_attention_triton.backward_kernels import _backward_kernel
-from kernels.flash_attention_triton.configs import _candidates, _interpreting, _prune, forced_configs
+from kernels.flash_attention_triton.configs import (
+    _candidates,
+    _interpreting,
+    _prune,
+    does_not_fit,
+    forced_configs,
+)
 from kernels.flash_attention_triton.forward_kernels import _forward_kernel
 
 
@@ -192,7 +199,14 @@ class _Kernel:
         """Launch with the forced configuration if one is set, else autotuned; returns its kwargs."""
         forced = forced_configs().get(self.name)
         if forced is not None:
-            self.fixed[grid](*args, **kwargs, **forced)
+            try:
+                self.fixed[grid](*args, **kwargs, **forced)
+            except OutOfResources as error:  # the autotuner skips such candidates; a forced one is the user's
+                named = self.named(args, kwargs)
+                q = named["Q"]
+                raise does_not_fit(
+                    self.name, forced, q.dtype, named["HEAD_DIM"], stored.gpu_name_of(q.device), error
+                ) from error
             return forced
         named = self.named(args, kwargs)
         key = self.key(named)
