@@ -11,10 +11,11 @@ env: $(VENV)/.suite-ready
 $(VENV)/.suite-ready: pyproject.toml scripts/bootstrap_env.py
 	$(PYTHON) scripts/bootstrap_env.py $(VENV)
 
-# Correctness tests (CPU is enough; Triton kernels run through its interpreter).
+# Correctness tests (CPU is enough; Triton kernels run through its interpreter). tests/ is pytest.ini's
+# testpaths, run when ARGS names no path: a path in ARGS selects instead of it.
 test: env
 	TRITON_INTERPRET=$${TRITON_INTERPRET-$$($(PY) -c "import torch; print(0 if torch.cuda.is_available() else 1)")} \
-		$(PY) -m pytest tests/ $(ARGS)
+		$(PY) -m pytest $(ARGS)
 
 # ARGS go to pytest as they are, and pytest's own parser tells their paths from option values:
 # perf/ is not given as a path but as pytest's testpaths (PERF_TESTPATHS), which pytest runs only when ARGS

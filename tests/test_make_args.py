@@ -208,3 +208,8 @@ def test_flags_alone_collect_perf_and_users_compare_wins(collected):
     assert "perf/test_end_to_end.py" in files and len(files) > 1
     assert all(f.startswith("perf/") for f in files), files
     assert "0003" in note, note  # theirs, not the newest
+
+
+def test_make_test_runs_tests_by_testpaths_so_a_path_in_args_selects():
+    own, user = pytest_argv("test", "tests/test_toy.py -q")
+    assert own == [] and user == ["tests/test_toy.py", "-q"]  # pytest.ini's testpaths = tests otherwise

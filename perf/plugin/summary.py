@@ -70,8 +70,9 @@ def _cpu_notes(config: pytest.Config) -> list[str]:
     return [
         "no CUDA GPU in use: benchmarks run on the CPU at small sizes; "
         + left_out
-        + "peak memory, MFU, CUDA-event comparisons, CUDA graphs, host-to-device copies and the TF32 and "
-        "reduced-precision matmul switches are GPU-only and reported as skipped (with the reason) or empty"
+        + "peak memory, MFU, CUDA-event comparisons, CUDA graphs, host-to-device copies and the TF32, "
+        "reduced-precision and fp16-accumulation matmul switches are GPU-only and reported as skipped (with "
+        "the reason) or empty"
     ]
 
 
