@@ -139,7 +139,6 @@ class LaunchedGroup:
         self.store = store
         self.topology = topology  # nodes, ranks per node, GPUs per node: what results carry
         self.broken: str | None = None  # what the group stopped working at
-        self._runs = 0
         self._current: _Run | None = None
         self._terminating = False
         self._lock = threading.Lock()
@@ -193,8 +192,7 @@ class LaunchedGroup:
         """fn(rank, world_size, *args) in this rank, with every other rank doing the same."""
         if self.broken is not None:
             raise GroupBroken(f"not run: the ranks stopped working together at {self.broken}")
-        run = _Run(index=self._runs, what=what, deadline=time.monotonic() + timeout_s, timeout_s=timeout_s)
-        self._runs += 1
+        run = _Run(what=what, deadline=time.monotonic() + timeout_s, timeout_s=timeout_s)
         with self._lock:
             self._current = run
         try:
@@ -315,26 +313,28 @@ class LaunchedGroup:
 
     def _watch(self) -> None:
         seen = 0
-        beats: list[int] = []
-        moved: list[float] = []
+        # Each rank watches the next one's heartbeat only: one store read per rank and look, whatever
+        # the world size (every rank reading every beat would be world_size squared reads per look).
+        # The rank that finds its neighbour stopped aborts; its collective then fails and reports, and
+        # the others abort on that report.
+        neighbour = (self.launch.rank + 1) % self.launch.world_size
+        beat, moved = -1, time.monotonic()
         while not self._stop.wait(WATCH_S):
             try:
                 now = time.monotonic()
                 self.store.add(f"beat/{self.launch.rank}", 1)
+                current = self.store.add(f"beat/{neighbour}", 0)
+                if current != beat:
+                    beat, moved = current, now
                 with self._lock:
                     run = self._current
                 if run is None or run.failed:
                     continue
                 failures = self.store.add("failures", 0)
-                # A peer that reported, or one whose heartbeat stopped (killed: NCCL collectives with
-                # it would wait for their timeout), or the launcher ending this rank: collectives in
+                # A peer that reported, a neighbour whose heartbeat stopped (killed: NCCL collectives
+                # with it would wait for their timeout), or the launcher ending this rank: collectives in
                 # flight can only fail now, and NCCL's need the abort for that.
-                current = self._beats()
-                if len(beats) != len(current):
-                    beats, moved = current, [now] * len(current)
-                moved = [now if b != a else t for a, b, t in zip(beats, current, moved, strict=True)]
-                beats = current
-                stopped = any(now - t > STALE_S for t in moved)
+                stopped = neighbour != self.launch.rank and now - moved > STALE_S
                 if failures > seen or stopped or self._terminating:
                     seen = failures
                     self._abort(run.what)
@@ -358,7 +358,6 @@ class LaunchedGroup:
 
 @dataclass
 class _Run:
-    index: int
     what: str
     deadline: float
     timeout_s: float
