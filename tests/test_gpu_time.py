@@ -15,6 +15,12 @@ from perf.harness.gpu_time import MARKER_KERNEL, Activity, GpuTime, busy_ns, cal
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: measures kernels")
 
 
+def measures_kernels(test):
+    """A test that times kernels on the GPU: skipped without one, and alone under pytest-xdist, where
+    another process's kernels would share the GPU and count in the time."""
+    return pytest.mark.gpu(pytest.mark.alone(needs_gpu(test)))
+
+
 # --------------------------------------------------------------------------- pure parts
 @pytest.mark.parametrize(
     ("intervals", "expected"),
@@ -145,8 +151,7 @@ def spin():
     return spin
 
 
-@pytest.mark.gpu
-@needs_gpu
+@measures_kernels
 def test_gpu_time_counts_the_device_not_the_host(spin):
     """A call that spends 20 ms on the host and 2 ms on the GPU: about 2 ms busy, a tenth of its time."""
 
@@ -160,8 +165,7 @@ def test_gpu_time_counts_the_device_not_the_host(spin):
     assert all(1.7 < ms < 2.5 for ms in measured.per_call_ms), measured.per_call_ms
 
 
-@pytest.mark.gpu
-@needs_gpu
+@measures_kernels
 def test_twice_the_kernels_read_twice_the_time(spin):
     """The figure the gate judges: a deliberate slowdown of the GPU work shows at its size."""
     device = torch.device("cuda")
@@ -171,8 +175,7 @@ def test_twice_the_kernels_read_twice_the_time(spin):
     assert ratio == pytest.approx(2.0, rel=0.05)
 
 
-@pytest.mark.gpu
-@needs_gpu
+@measures_kernels
 def test_two_streams_at_once_count_once(spin):
     side = torch.cuda.Stream()
 
@@ -189,8 +192,7 @@ def test_two_streams_at_once_count_once(spin):
     assert all(2.7 < ms < 4.5 for ms in measured.per_call_ms), measured.per_call_ms  # not 6 ms
 
 
-@pytest.mark.gpu
-@needs_gpu
+@measures_kernels
 def test_graph_replays_and_copies_are_measured():
     a = torch.randn(2048, 2048, device="cuda")
     host = torch.randn(2**24).pin_memory()
@@ -214,8 +216,7 @@ def test_graph_replays_and_copies_are_measured():
     assert min(measured.per_call_ms) > 0
 
 
-@pytest.mark.gpu
-@needs_gpu
+@measures_kernels
 def test_before_call_is_not_measured(spin):
     measured = gpu_time.measure_gpu_time(
         lambda: spin(1.0), 3, torch.device("cuda"), before_call=lambda: spin(5.0)

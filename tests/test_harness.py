@@ -139,6 +139,11 @@ def _child_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+# The synthetic run times sleeps against each other (3 ms and 6 ms), so the tests that read it run alone
+# under pytest-xdist, the first of them running it.
+times_sleeps = pytest.mark.alone
+
+
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run")
@@ -154,6 +159,7 @@ def synthetic_run(tmp_path_factory):
     return proc, out
 
 
+@times_sleeps
 def test_synthetic_benchmark_extra_info(synthetic_run):
     proc, out = synthetic_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -171,6 +177,7 @@ def test_synthetic_benchmark_extra_info(synthetic_run):
     assert bench["options"]["timer"] == "synchronized_timer"
 
 
+@times_sleeps
 def test_rounds_timed_elsewhere_are_recorded_as_they_were(synthetic_run):
     _, out = synthetic_run
     (bench,) = [b for b in json.loads(out.read_text())["benchmarks"] if b["name"] == "test_recorded_rounds"]
@@ -189,6 +196,7 @@ def test_rounds_timed_elsewhere_are_recorded_as_they_were(synthetic_run):
     assert "gpu_ms" not in cpu and cpu["gpu_ms_absent"] == "the ranks ran on the CPU (gloo)"
 
 
+@times_sleeps
 def test_gpu_time_failure_keeps_the_timed_rounds_and_says_why(synthetic_run):
     proc, out = synthetic_run
     (bench,) = [b for b in json.loads(out.read_text())["benchmarks"] if "fails_only_then" in b["name"]]
@@ -200,6 +208,7 @@ def test_gpu_time_failure_keeps_the_timed_rounds_and_says_why(synthetic_run):
     assert "no GPU busy time for" in proc.stdout and "runs on cpu" in proc.stdout
 
 
+@times_sleeps
 def test_interleaved_run_reports_the_ratio(synthetic_run):
     _, out = synthetic_run
     (bench,) = [b for b in json.loads(out.read_text())["benchmarks"] if b["name"] == "test_interleaved_ratio"]
@@ -210,6 +219,7 @@ def test_interleaved_run_reports_the_ratio(synthetic_run):
     assert bench["stats"]["rounds"] == info["rounds"] >= 5
 
 
+@times_sleeps
 def test_synthetic_benchmark_machine_info(synthetic_run):
     _, out = synthetic_run
     perf = json.loads(out.read_text())["machine_info"]["perf"]
@@ -217,6 +227,7 @@ def test_synthetic_benchmark_machine_info(synthetic_run):
     assert "triton" in perf and "cuda" in perf and perf["cpu_model"]
 
 
+@times_sleeps
 def test_oom_becomes_a_skip_and_the_run_goes_on(synthetic_run):
     proc, out = synthetic_run
     assert "SKIPPED" in proc.stdout and "out of memory in test_raises_oom" in proc.stdout
@@ -225,6 +236,7 @@ def test_oom_becomes_a_skip_and_the_run_goes_on(synthetic_run):
     assert "test_after_oom_runs" in names
 
 
+@times_sleeps
 def test_wrapped_oom_becomes_a_skip_with_its_note(synthetic_run):
     proc, _ = synthetic_run
     assert (
@@ -233,6 +245,7 @@ def test_wrapped_oom_becomes_a_skip_with_its_note(synthetic_run):
     )
 
 
+@times_sleeps
 def test_missing_baseline_is_explained(synthetic_run):
     proc, _ = synthetic_run
     assert "no stored baseline for cpu-" in proc.stdout and "--benchmark-save=NAME" in proc.stdout

@@ -212,4 +212,10 @@ def test_flags_alone_collect_perf_and_users_compare_wins(collected):
 
 def test_make_test_runs_tests_by_testpaths_so_a_path_in_args_selects():
     own, user = pytest_argv("test", "tests/test_toy.py -q")
-    assert own == [] and user == ["tests/test_toy.py", "-q"]  # pytest.ini's testpaths = tests otherwise
+    # A worker per core, the `alone` tests in one of them; pytest.ini's testpaths = tests without a path.
+    assert own == ["-n", "auto", "--dist", "loadgroup"] and user == ["tests/test_toy.py", "-q"]
+
+
+def test_make_test_workers_can_be_set_or_turned_off():
+    assert pytest_argv("test", "", TEST_WORKERS="0")[0][:2] == ["-n", "0"]
+    assert pytest_argv("test", "-x", TEST_WORKERS="4")[0][:2] == ["-n", "4"]

@@ -19,6 +19,9 @@ import pytest
 
 from parallel.launch import free_port
 
+# Each test starts two agents and four ranks whose heartbeats have deadlines: alone under pytest-xdist.
+pytestmark = pytest.mark.alone
+
 ROOT = Path(__file__).resolve().parent.parent
 # Seconds a job of 4 ranks on 2 cores may take: importing torch and the suite in each rank is ~10 s.
 JOB_TIMEOUT_S = 240
