@@ -9,6 +9,11 @@ same way, and `RanksTimedOut` names the ranks that had not finished. No process 
 
 `fn`, `args` and the return values cross process boundaries by pickling: `fn` must be a module-level
 function, and results should be plain data or CPU tensors.
+
+`env` sets (or, with None, removes) environment variables in every rank before its process group and
+`fn` start: for settings read once per process at first use, such as the CUDA allocator's
+PYTORCH_CUDA_ALLOC_CONF. By then the rank has imported torch and `fn`'s module (unpickling `fn` does),
+so a variable read at import comes too late. This process's environment is left as it is.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import queue
 import socket
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -74,21 +79,28 @@ def run_ranks(
     backend: str = "gloo",
     args: tuple = (),
     timeout_s: float = 60.0,
+    env: Mapping[str, str | None] | None = None,
 ) -> list[Any]:
     """fn(rank, world_size, *args) on every rank; their return values in rank order.
 
-    With nccl, rank r uses cuda:r (set as its current device before fn runs).
+    With nccl, rank r uses cuda:r (set as its current device before fn runs). `env`: variables set in
+    every rank, those given None removed; the group's own (MASTER_ADDR, MASTER_PORT, RANK,
+    WORLD_SIZE) are set after them.
     """
     check_world(world_size, backend)
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0; got {timeout_s!r}")
+    env = dict(env or {})
+    bad = {k: v for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str | None)}
+    if bad:
+        raise ValueError(f"env: names and values must be str (None removes a variable); got {bad!r}")
     context = mp.get_context("spawn")  # fork would copy an initialized CUDA context
     results = context.Queue()
     port = free_port()
     processes = [
         context.Process(
             target=_rank_main,
-            args=(fn, rank, world_size, backend, port, args, timeout_s, results),
+            args=(fn, rank, world_size, backend, port, args, timeout_s, results, env),
             name=f"rank{rank}",
         )
         for rank in range(world_size)
@@ -161,8 +173,22 @@ def _stop(processes: list) -> None:
 
 
 def _rank_main(
-    fn, rank: int, world_size: int, backend: str, port: int, args: tuple, timeout_s: float, results
+    fn,
+    rank: int,
+    world_size: int,
+    backend: str,
+    port: int,
+    args: tuple,
+    timeout_s: float,
+    results,
+    env: dict[str, str | None],
 ) -> None:
+    # First: a setting read once per process (the CUDA allocator's) must be in place before any use.
+    for name, value in env.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size)
     )

@@ -88,3 +88,38 @@ def test_cpu_tensors_come_back_by_value():
     results = run_ranks(_tensors, 2, timeout_s=60)
     assert [r["rank"].tolist() for r in results] == [[0.0] * 3, [1.0] * 3]
     assert results[1]["many"][49].tolist() == [0, 1, 2, 3]
+
+
+def _environment(rank: int, world_size: int, names: tuple[str, ...]) -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in names}
+
+
+def test_ranks_see_the_env_given_set_and_removed_and_this_process_keeps_its_own(monkeypatch):
+    monkeypatch.setenv("PERF_TEST_REMOVED", "parent")
+    monkeypatch.setenv("PERF_TEST_KEPT", "parent")
+    monkeypatch.setenv("PERF_TEST_REPLACED", "parent")
+    monkeypatch.delenv("PERF_TEST_SET", raising=False)
+    names = ("PERF_TEST_SET", "PERF_TEST_REMOVED", "PERF_TEST_KEPT", "PERF_TEST_REPLACED", "WORLD_SIZE")
+    env = {
+        "PERF_TEST_SET": "rank",
+        "PERF_TEST_REMOVED": None,
+        "PERF_TEST_REPLACED": "rank",
+        "WORLD_SIZE": "9",
+    }
+    results = run_ranks(_environment, 2, args=(names,), env=env, timeout_s=60)
+    expected = {
+        "PERF_TEST_SET": "rank",
+        "PERF_TEST_REMOVED": None,
+        "PERF_TEST_KEPT": "parent",  # inherited as before
+        "PERF_TEST_REPLACED": "rank",
+        "WORLD_SIZE": "2",  # the group's own variables are set after `env`
+    }
+    assert results == [expected, expected]
+    assert "PERF_TEST_SET" not in os.environ
+    assert os.environ["PERF_TEST_REMOVED"] == os.environ["PERF_TEST_REPLACED"] == "parent"
+
+
+def test_an_env_value_that_is_not_a_string_fails_before_any_rank_starts():
+    with pytest.raises(ValueError, match=r"env: names and values must be str .*\{'PERF_TEST_SET': 1\}"):
+        run_ranks(_environment, 1, args=((),), env={"PERF_TEST_SET": 1}, timeout_s=60)
+    assert not [p for p in torch.multiprocessing.active_children() if p.name.startswith("rank")]

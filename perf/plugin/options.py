@@ -1,5 +1,6 @@
 """The suite's command-line options, and the tier they choose: `--tier` picks one of perf/tiers.py, the
-other options replace its values axis by axis.
+other options replace its values axis by axis. `--allocators` selects among the memory suite's own
+allocator cases (perf/test_memory.py) instead.
 
 Every value is checked before anything is measured: a bad one stops the run with a UsageError that
 names the option and the accepted values, so that a typo never runs (or stores) a different suite.
@@ -7,10 +8,13 @@ names the option and the accepted values, so that a typo never runs (or stores) 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from perf.cases.attention import SWEEPS
+from perf.cases.memory import ALLOCATORS
 from perf.cases.transfer import parse_byte_size
 from perf.tiers import (
     ALLREDUCE_SWEEP,
@@ -20,6 +24,8 @@ from perf.tiers import (
     largest_fitting_preset,
     shape_filter_problem,
 )
+
+PERF = Path(__file__).resolve().parents[1]  # the benchmarks' folder
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,6 +76,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--world-sizes", help="comma-separated process counts, e.g. 2,4,8")
     group.addoption("--bucket-sizes-mb", help="comma-separated DDPBucketed bucket sizes in MB, e.g. 1,10,100")
     group.addoption(
+        "--allocators",
+        help=f"comma-separated CUDA caching allocator settings of the memory suite: {', '.join(ALLOCATORS)}",
+    )
+    group.addoption(
         "--memory-snapshot",
         metavar="DIR",
         help="write a torch.cuda.memory snapshot (.pickle) and its HTML view per benchmark into DIR",
@@ -96,9 +106,9 @@ def _parse_ints(option: str, raw: str, minimum: int) -> tuple[int, ...]:
     return tuple(values)
 
 
-def _parse_names(option: str, raw: str) -> tuple[str, ...]:
+def _parse_names(option: str, raw: str, accepted: tuple | None = None) -> tuple[str, ...]:
     values = _split(option, raw)
-    accepted = AXIS_CHOICES[option]
+    accepted = AXIS_CHOICES[option] if accepted is None else accepted
     for v in values:
         if v not in accepted:
             raise pytest.UsageError(f"--{option}: unknown value {v!r}; accepted: {', '.join(accepted)}")
@@ -123,6 +133,31 @@ def _parse_sizes(option: str, raw: str) -> tuple[int, ...]:
         return tuple(parse_byte_size(v) for v in _split(option, raw))
     except ValueError as err:
         raise pytest.UsageError(f"--{option}: {err}") from None
+
+
+def select_allocators(config: pytest.Config) -> tuple[str, ...]:
+    """--allocators: the memory suite's allocator settings (perf/workloads/memory.py), all by default."""
+    raw = config.getoption("allocators")
+    return ALLOCATORS if raw is None else _parse_names("allocators", raw, ALLOCATORS)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.perf_allocators = select_allocators(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The memory suite's cases of allocators that --allocators leaves out, deselected: the axis is the
+    benchmark's own parametrization (the allocator last in its ids), not one of the tier's."""
+    kept, left_out = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        allocator = callspec.params.get("allocator") if callspec is not None else None
+        benchmark = PERF in item.path.parents  # tests/ parametrize themselves
+        dropped = benchmark and allocator is not None and allocator not in config.perf_allocators
+        (left_out if dropped else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
 
 
 def select_tier(config: pytest.Config, device: torch.device) -> Tier:

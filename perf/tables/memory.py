@@ -10,11 +10,15 @@ from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from model.precision import PRECISIONS
+from perf.cases.memory import ALLOCATORS
 from perf.cases.model import LAUNCHES
 from perf.cases.transfer import HOST_MEMORY, byte_size_label
 from perf.tables.format import Info, fmt, gib, of_suite, registry_order, titled
 
-MEMORY_TITLE = "peak memory per step (GiB): the state resident between steps and what a step adds"
+MEMORY_TITLE = (
+    "peak memory per step (GiB): the state resident between steps and what a step adds, and what the "
+    "allocator reserved"
+)
 GRAPH_TITLE = (
     "steps launched eagerly against a CUDA graph replay: median, speedup (above 1: graph faster), GPU busy "
     "ms and busy share (eager/graph)"
@@ -32,7 +36,15 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator if numerator is not None and denominator else None
 
 
+def _allocator_order(allocator: str | None) -> tuple[int, tuple[int, str]]:
+    """Results from before the allocator axis first, then the allocators in perf/cases/memory.py's order."""
+    return (0, (0, "")) if allocator is None else (1, registry_order(allocator, ALLOCATORS))
+
+
 def memory_table(infos: Iterable[Info]) -> list[str]:
+    """One row per case: both allocators of a mode side by side, the default first; reserved is the
+    allocator's peak reservation, frag its excess over the peak allocated. Results stored before the
+    allocator axis show '-' there."""
     results = results_of("memory", infos)
     if not results:
         return []
@@ -42,18 +54,21 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
             x["context"],
             registry_order(x["precision"], PRECISIONS),
             x["mode"] != "forward",
+            _allocator_order(x.get("allocator")),
         )
     )
     lines = [
-        f"{'preset':<8} {'ctx':>5} {'precision':<9} {'mode':<10} {'peak':>8} {'resident':>8} {'params':>8} "
-        f"{'grads':>8} {'optim':>8} {'activ':>8}"
+        f"{'preset':<8} {'ctx':>5} {'precision':<9} {'mode':<10} {'allocator':<19} {'peak':>8} "
+        f"{'reserved':>8} {'frag':>8} {'resident':>8} {'params':>8} {'grads':>8} {'optim':>8} {'activ':>8}"
     ]
     for x in results:
         lines.append(
             f"{x['preset']:<8} {x['context']:>5} {x['precision']:<9} {x['mode']:<10} "
-            f"{gib(x.get('peak_memory_bytes')):>8} {gib(x.get('resident_bytes')):>8} "
-            f"{gib(x.get('params_bytes')):>8} {gib(x.get('grads_bytes')):>8} "
-            f"{gib(x.get('optimizer_state_bytes')):>8} {gib(x.get('activation_peak_bytes')):>8}"
+            f"{x.get('allocator') or '-':<19} {gib(x.get('peak_memory_bytes')):>8} "
+            f"{gib(x.get('peak_reserved_bytes')):>8} {gib(x.get('fragmentation_bytes')):>8} "
+            f"{gib(x.get('resident_bytes')):>8} {gib(x.get('params_bytes')):>8} "
+            f"{gib(x.get('grads_bytes')):>8} {gib(x.get('optimizer_state_bytes')):>8} "
+            f"{gib(x.get('activation_peak_bytes')):>8}"
         )
     return lines
 
