@@ -60,3 +60,22 @@ def held(run_id: str, exclusive: bool) -> Iterator[None]:
 def remove(run_id: str) -> None:
     for path in lock_files(run_id):
         path.unlink(missing_ok=True)
+
+
+class ExclusiveRow:
+    """The exclusive lock held over a row of `alone` tests, from the first to the last, so that the
+    other workers' tests drain once for the row rather than once for each of its tests."""
+
+    def __init__(self) -> None:
+        self._held: contextlib.ExitStack | None = None
+
+    def enter(self, run_id: str) -> None:
+        if self._held is None:
+            stack = contextlib.ExitStack()
+            stack.enter_context(held(run_id, exclusive=True))
+            self._held = stack
+
+    def leave(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None

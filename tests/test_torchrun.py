@@ -50,7 +50,8 @@ def _torchrun(nodes: int, per_node: int, pytest_args: list[str], env: dict[str, 
             subprocess.Popen(
                 command,
                 cwd=ROOT,
-                env={**os.environ, **env},
+                # Ranks on the CPU with gloo, as the tests expect, also on a machine with GPUs.
+                env={**os.environ, "CUDA_VISIBLE_DEVICES": "", **env},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,

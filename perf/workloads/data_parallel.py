@@ -314,10 +314,13 @@ def rank_device(backend: str, world_size: int) -> torch.device:
 
 
 def _share_host_cores(world_size: int) -> None:
-    """An equal share of the cores to this rank's intra-op threads. torch's default of a thread per core
-    in every rank oversubscribes them: 2 ranks on 2 cores took 0.4 to 2.4 s per tiny step with 2 threads
-    each, 0.12 to 0.25 s with one."""
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+    """An equal share of the cores to this rank's intra-op threads: of OMP_NUM_THREADS where the ranks'
+    parent set it (it shares a machine with other processes), else of all of them. torch's default of a
+    thread per core in every rank oversubscribes them: 2 ranks on 2 cores took 0.4 to 2.4 s per tiny
+    step with 2 threads each, 0.12 to 0.25 s with one."""
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    cores = int(given) if given.isdigit() and int(given) > 0 else os.cpu_count() or 1
+    torch.set_num_threads(max(1, cores // world_size))
 
 
 def _timed_step(step: Step, device: torch.device) -> tuple[float, float]:
