@@ -177,3 +177,5 @@ def test_a_step_that_waits_on_the_host_cannot_be_captured_and_says_why():
     with pytest.raises(NotCapturable, match=r"^capture failed: \w+Error: "):
         capture(lambda: x.sum().item(), CUDA)
     torch.testing.assert_close(x.sum(), torch.tensor(4.0, device=CUDA))  # the device works on
+    # and so does its random-number generator, which a failed capture leaves in capture mode
+    assert torch.randn(8, device=CUDA).isfinite().all()

@@ -9,6 +9,7 @@ kernels with a single call from the host.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -70,10 +71,25 @@ def capture(
     except torch.OutOfMemoryError:
         raise  # the harness makes it a skip naming the configuration, as for any step
     except RuntimeError as err:
+        _end_generator_capture(device)
         first_line = (str(err).strip().splitlines() or [""])[0][:300]
         raise NotCapturable(f"capture failed: {type(err).__name__}: {first_line}") from err
     torch.cuda.synchronize(device)
     return Captured(graph, fn, output)
+
+
+def _end_generator_capture(device: torch.device) -> None:
+    """Take the device's random-number generator out of capture mode after a failed capture.
+
+    A capture that fails ends with capture_end raising before it tells the generator that capture is
+    over (torch 2.11), and from then on every random op on the device fails ("Offset increment
+    outside graph capture encountered unexpectedly"): in a benchmark run, every later benchmark that
+    draws random numbers. An empty capture begins and ends the generator's capture mode cleanly.
+    """
+    with torch.cuda.device(device), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "the CUDA Graph is empty"
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            pass
 
 
 def captured_step(
