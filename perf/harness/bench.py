@@ -84,6 +84,31 @@ def derived_figures(seconds: float, work: Work, gpu: str | None, tf32: bool = Fa
     return figures
 
 
+def warm_up(fn: Callable[[], Any], steps: int) -> float | None:
+    """Run `steps` untimed calls (an NVTX range "warmup"); return the duration of the last one (None if
+    steps == 0)."""
+    last = None
+    with nvtx_range("warmup"):
+        for _ in range(steps):
+            start = synchronized_timer()
+            fn()
+            last = synchronized_timer() - start
+    return last
+
+
+def busy_time(fn: Callable[[], Any], seconds_per_call: float, device: torch.device) -> GpuTime | str:
+    """The GPU busy time of `fn` (perf/harness/gpu_time.py), measured after the timed rounds, or the
+    reason it could not be measured; a failure here never fails the run."""
+    measured = unavailable_reason(device)
+    if measured is None:
+        with nvtx_range("gpu_time"):
+            try:
+                measured = measure_gpu_time(fn, calls_for(seconds_per_call), device)
+            except Exception as err:  # the timed rounds stand; only this figure is lost
+                measured = failure("a call failed while GPU time was measured", err)
+    return measured
+
+
 def _nothing() -> None:
     pass
 
@@ -110,13 +135,7 @@ class Bench:
 
     def warm_up(self, fn: Callable[[], Any], steps: int) -> float | None:
         """Run `steps` untimed calls; return the duration of the last one (None if steps == 0)."""
-        last = None
-        with nvtx_range("warmup"):
-            for _ in range(steps):
-                start = synchronized_timer()
-                fn()
-                last = synchronized_timer() - start
-        return last
+        return warm_up(fn, steps)
 
     def first_call(self, fn: Callable[[], Any], setup: Callable[[], Any] | None = None) -> float:
         """Seconds of `setup` and the first call of `fn`, from an idle device: what compiling,
@@ -142,16 +161,9 @@ class Bench:
         return host
 
     def gpu_time(self, fn: Callable[[], Any], seconds_per_call: float) -> dict[str, Any]:
-        """extra_info's GPU busy time of `fn` (perf/harness/gpu_time.py), measured after the timed rounds, or
-        `gpu_ms_absent` with the reason it could not be measured; a failure here never fails the run."""
-        measured = unavailable_reason(self.device)
-        if measured is None:
-            with nvtx_range("gpu_time"):
-                try:
-                    measured = measure_gpu_time(fn, calls_for(seconds_per_call), self.device)
-                except Exception as err:  # the timed rounds stand; only this figure is lost
-                    measured = failure("a call failed while GPU time was measured", err)
-        return gpu_figures(measured, seconds_per_call * 1e3)
+        """extra_info's GPU busy time of `fn` (`busy_time`), or `gpu_ms_absent` with the reason it
+        could not be measured."""
+        return gpu_figures(busy_time(fn, seconds_per_call, self.device), seconds_per_call * 1e3)
 
     def time_phases(
         self, phases: Sequence[tuple[str, Callable[[Any], Any]]], repeats: int

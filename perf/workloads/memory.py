@@ -33,7 +33,8 @@ from perf.harness import (
     synchronize,
     synchronized_timer,
 )
-from perf.harness.gpu_time import GpuTime, calls_for, failure, measure_gpu_time, unavailable_reason
+from perf.harness.bench import busy_time, warm_up
+from perf.harness.gpu_time import GpuTime
 from perf.harness.memory_snapshot import write_memory_snapshot
 from perf.workloads.lm import lm_workload
 
@@ -274,7 +275,7 @@ def _measure(
     if policy is not None:
         median_s = statistics.median(d / iterations for d in durations)
         host_s = Bench.host_time(step)
-        gpu = gpu_time(step, median_s, device)
+        gpu = busy_time(step, median_s, device)
     written = None
     if snapshot is not None:
         folder, name = snapshot
@@ -294,17 +295,6 @@ def _measure(
     )
 
 
-def warm_up(fn: Callable[[], Any], steps: int) -> float | None:
-    """`steps` untimed calls (an NVTX range "warmup"); seconds of the last, None for none."""
-    last = None
-    with nvtx_range("warmup"):
-        for _ in range(steps):
-            start = synchronized_timer()
-            fn()
-            last = synchronized_timer() - start
-    return last
-
-
 def timed_rounds(fn: Callable[[], Any], rounds: int, iterations: int) -> list[float]:
     """Seconds of each of `rounds` rounds of `iterations` calls, timed between device
     synchronizations as pytest-benchmark times a round with perf.harness.synchronized_timer."""
@@ -317,18 +307,6 @@ def timed_rounds(fn: Callable[[], Any], rounds: int, iterations: int) -> list[fl
             fn()
         durations.append(synchronized_timer() - start)
     return durations
-
-
-def gpu_time(fn: Callable[[], Any], seconds_per_call: float, device: torch.device) -> GpuTime | str:
-    """The GPU busy time of `fn` after the timed rounds, or why there is none (as Bench.gpu_time)."""
-    measured = unavailable_reason(device)
-    if measured is None:
-        with nvtx_range("gpu_time"):
-            try:
-                measured = measure_gpu_time(fn, calls_for(seconds_per_call), device)
-            except Exception as err:  # the timed rounds stand; only this figure is lost
-                measured = failure("a call failed while GPU time was measured", err)
-    return measured
 
 
 def _check_settings_parsed(conf: str | None) -> None:
