@@ -45,7 +45,7 @@ from parallel.launch import RankFailed, RanksTimedOut
 # Joining (the store connection, every rank's arrival) and the longest any one collective may wait
 # for its peers; beyond it torch ends the collective with an error. The watchdog ends a run at its own
 # time limit first; this bounds what it does not watch: a peer building an xl model and broadcasting
-# its 6.4 GB of weights takes tens of seconds, 300 s leaves a wide margin.
+# its 8.0 GB of weights takes tens of seconds, 300 s leaves a wide margin.
 GROUP_TIMEOUT_S = 300.0
 # How often the watchdog counts the heartbeat and looks for reports.
 WATCH_S = 0.25

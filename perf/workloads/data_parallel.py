@@ -59,11 +59,11 @@ MAX_TIMED_STEPS = 20
 # The run's time limit, beyond which the ranks count as hung. Starting it: spawning the ranks,
 # importing torch in each, CUDA contexts and NCCL communicators (seconds; 120 s leaves a wide margin).
 STARTUP_S = 120.0
-# Per case beyond its steps: building an xl model on the GPU, the wrapper's broadcast of 6.4 GB of
+# Per case beyond its steps: building an xl model on the GPU, the wrapper's broadcast of 8.0 GB of
 # weights, freeing it all again (a few seconds on an H100).
 BUILD_S = 30.0
 # The slowest step not taken for a hang: an xl step is about 0.4 s; the naive variant's 435 blocking
-# all-reduces of 6.4 GB in all take about 0.7 s more over 10 GB/s PCIe.
+# all-reduces of 8.0 GB in all (2.0B fp32 parameters) take about 0.8 s more over 10 GB/s PCIe.
 SLOWEST_STEP_S = 5.0
 
 
