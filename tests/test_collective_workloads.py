@@ -12,8 +12,8 @@ from perf.workloads.collectives import (
     device_for,
     measure_collectives,
     run_timeout_s,
-    timed_iterations,
 )
+from perf.workloads.rank_timing import timed_iterations
 
 EVERY_CASE = cases(tuple(COLLECTIVES), ("fp32", "bf16"), ("in_place", "out_of_place"))
 ALL_REDUCE = CollectiveCase("all_reduce", "fp32", "in_place")

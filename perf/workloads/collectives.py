@@ -9,11 +9,8 @@ skipped with a reason on every rank and the others are still measured.
 
 from __future__ import annotations
 
-import math
 import os
-import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,8 +18,14 @@ import torch.distributed as dist
 
 from perf.cases.collectives import CollectiveCase, buffers, count_wrong, fill, rank_elements
 from perf.cases.transfer import byte_size_label
-from perf.harness import nvtx_range, out_of_memory_in
-from perf.harness.gpu_time import GpuTime, calls_for, measure_gpu_time
+from perf.harness import nvtx_range, out_of_memory_in, synchronize
+from perf.harness.gpu_time import GpuTime
+from perf.workloads.rank_timing import (
+    agreed_iterations,
+    rank0_busy_time,
+    slowest_over_ranks,
+    timed_from_barrier,
+)
 
 # The cases of one run, each with the sizes it is measured at (those that fit its dtype and chunks).
 Plan = Sequence[tuple[CollectiveCase, Sequence[int]]]
@@ -45,6 +48,7 @@ STARTUP_S = 60.0
 # the barriers, gathering the times, the check.
 PER_CASE_S = 2.0
 PER_SIZE_S = 5.0
+CPU_REASON = "gloo runs collectives on CPU tensors: there is no GPU work to measure"
 
 
 @dataclass(frozen=True)
@@ -57,21 +61,6 @@ class CollectiveTimes:
     skipped: str | None = None
     gpu: GpuTime | str = "not measured"
     wrong_elements: int | None = None
-
-
-def timed_iterations(seconds_per_iteration: float, budget_s: float, minimum: int, maximum: int) -> int:
-    """How many iterations of `seconds_per_iteration` fill `budget_s`, within [minimum, maximum]."""
-    if not seconds_per_iteration > 0 or seconds_per_iteration == math.inf:
-        raise ValueError(
-            f"seconds_per_iteration: a positive finite number is accepted; got {seconds_per_iteration!r}"
-        )
-    if not 0 <= budget_s < math.inf:
-        raise ValueError(f"budget_s: a finite number >= 0 is accepted; got {budget_s!r}")
-    if not (isinstance(minimum, int) and isinstance(maximum, int) and 1 <= minimum <= maximum):
-        raise ValueError(
-            f"minimum, maximum: ints with 1 <= minimum <= maximum are accepted; got {minimum!r}, {maximum!r}"
-        )
-    return max(minimum, min(maximum, int(budget_s / seconds_per_iteration)))
 
 
 def run_timeout_s(plan: Plan, budget_s: float, backend: str, min_iterations: int) -> float:
@@ -154,16 +143,13 @@ def _measure(
     def call() -> None:
         case.spec.call(source, result)
 
-    warmup = [_timed(call, device) for _ in range(WARMUP_ITERATIONS)]
-    # The slowest rank's last warm-up: every rank derives the same count from it, as it must,
-    # since a rank that ran one collective more would wait forever for its peers.
-    slowest_warmup = torch.tensor([warmup[-1]], dtype=torch.float64, device=device)
-    dist.all_reduce(slowest_warmup, op=dist.ReduceOp.MAX)
-    iterations = timed_iterations(slowest_warmup.item(), budget_s, min_iterations, max_iterations)
+    warmup = [timed_from_barrier(call, device)[0] for _ in range(WARMUP_ITERATIONS)]
+    iterations = agreed_iterations(warmup[-1], device, budget_s, min_iterations, max_iterations)
     with nvtx_range(f"{case.collective} {case.dtype} {case.placement} {byte_size_label(size)}"):
-        durations = [_timed(call, device) for _ in range(iterations)]
-    slowest = _slowest_per_iteration(durations, world_size, device)
-    gpu = _gpu_time(call, device, rank, slowest)
+        durations = [timed_from_barrier(call, device)[0] for _ in range(iterations)]
+    slowest = slowest_over_ranks(durations, world_size, device)
+    # Rank 0's time per collective: NCCL's kernel, from the moment every rank is ready.
+    gpu = rank0_busy_time(call, rank, device, slowest, CPU_REASON)
     return CollectiveTimes(
         slowest, gpu=gpu, wrong_elements=_wrong_elements(case, source, result, rank, world_size)
     )
@@ -179,7 +165,7 @@ def _rejected(
     reason = None
     try:
         case.spec.call(source, result)
-        _synchronize(device)
+        synchronize(device)
     except (RuntimeError, NotImplementedError) as err:
         first_line = (str(err).strip().splitlines() or [""])[0][:200]
         reason = (
@@ -249,46 +235,3 @@ def _wrong_elements(
     )
     dist.all_reduce(wrong)
     return int(wrong.item())
-
-
-def _gpu_time(
-    call: Callable[[], None], device: torch.device, rank: int, durations: Sequence[float]
-) -> GpuTime | str:
-    """Rank 0's GPU busy time per collective, after the timed ones: NCCL's kernel, from the moment
-    every rank is ready (a barrier before each, outside what is measured). Every rank makes the
-    calls, as every collective needs all of them; the count follows the gathered medians."""
-    if device.type != "cuda":
-        return "gloo runs collectives on CPU tensors: there is no GPU work to measure"
-    calls = calls_for(statistics.median(durations))
-    return measure_gpu_time(call, calls, device, before_call=dist.barrier, profiled=rank == 0)
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _timed(call: Callable[[], None], device: torch.device) -> float:
-    """Seconds of one collective on this rank, started when all ranks are ready.
-
-    The barrier first: a rank that left the previous collective late would start this one late,
-    and its peers, already waiting in it, would count that skew as this iteration's time. NCCL
-    returns once the collective is queued: synchronizing before the end clock waits for it.
-    """
-    dist.barrier()
-    _synchronize(device)
-    start = time.perf_counter()
-    call()
-    _synchronize(device)
-    return time.perf_counter() - start
-
-
-def _slowest_per_iteration(
-    durations: list[float], world_size: int, device: torch.device
-) -> tuple[float, ...]:
-    """Each iteration's longest time over the ranks: the collective is done when its last rank has
-    its result, and a rank that arrived last waited for nobody and saw only part of it."""
-    mine = torch.tensor(durations, dtype=torch.float64, device=device)  # (iterations,)
-    everyone = [torch.empty_like(mine) for _ in range(world_size)]
-    dist.all_gather(everyone, mine)
-    return tuple(torch.stack(everyone).amax(dim=0).tolist())  # (world_size, iterations) -> (iterations,)

@@ -17,7 +17,6 @@ import gc
 import math
 import os
 import statistics
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -29,8 +28,7 @@ from model.loss import cross_entropy
 from parallel.ddp import DDPIndividualParameters, check_bucket_size_mb
 from perf.cases.data_parallel import BUCKETED, VARIANTS
 from perf.harness import elapsed_ms, nvtx_range
-from perf.harness.gpu_time import GpuTime, calls_for, measure_gpu_time
-from perf.workloads.collectives import timed_iterations
+from perf.harness.gpu_time import GpuTime
 from perf.workloads.dp_variants import (
     Step,
     build_adamw,
@@ -41,6 +39,12 @@ from perf.workloads.dp_variants import (
 )
 from perf.workloads.lm import build_model, lm_config, random_batch
 from perf.workloads.rank_runs import launched_world_size
+from perf.workloads.rank_timing import (
+    agreed_iterations,
+    rank0_busy_time,
+    slowest_over_ranks,
+    timed_from_barrier,
+)
 
 # The figures are for 2 GPUs: one host's pair, the smallest data-parallel group. Under a launcher
 # (torchrun) the world is the launcher's: dp_world_size.
@@ -65,6 +69,7 @@ BUILD_S = 30.0
 # The slowest step not taken for a hang: an xl step is about 0.4 s; the naive variant's 435 blocking
 # all-reduces of 8.0 GB in all (2.0B fp32 parameters) take about 0.8 s more over 10 GB/s PCIe.
 SLOWEST_STEP_S = 5.0
+CPU_REASON = "the ranks run on the CPU (gloo): there is no GPU work to measure"
 
 
 @dataclass(frozen=True)
@@ -230,23 +235,20 @@ def measure_data_parallel(
         built = build_training_step(case.variant, case.bucket_size_mb, config, rank, world_size, device)
         step = built.run
         warmup = [_timed_step(step, device)[0] for _ in range(WARMUP_STEPS)]
-        # The slowest rank's last warm-up: every rank derives the same count from it, as it must,
-        # since a rank that took one step more would wait forever for its peers.
-        slowest = torch.tensor([warmup[-1]], dtype=torch.float64, device=device)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        steps = timed_iterations(slowest.item(), budget_s, min_steps, max_steps)
+        steps = agreed_iterations(warmup[-1], device, budget_s, min_steps, max_steps)
         _reset_peak(device)
         with nvtx_range(f"dp_{case.label}"):
             timed = [_timed_step(step, device) for _ in range(steps)]
         peak = _peak(device)
-        step_s = _slowest_per_step([t for t, _ in timed], world_size, device)
-        sync_s = _slowest_per_step([s for _, s in timed], world_size, device)
+        step_s = slowest_over_ranks([t for t, _ in timed], world_size, device)
+        # For the time in finish, the longest is the rank that finished backward first and waited.
+        sync_s = slowest_over_ranks([s for _, s in timed], world_size, device)
         held = held_state_bytes(built.model, built.optimizer)
         per_rank = _gathered((peak, held), world_size)
         results[case] = StepTimes(
             step_s,
             sync_s,
-            _gpu_time(step, rank, device, step_s),
+            rank0_busy_time(step, rank, device, step_s, CPU_REASON),
             peak_bytes=_largest(p for p, _ in per_rank),
             state_bytes_per_rank=tuple(h for _, h in per_rank),
         )
@@ -285,8 +287,8 @@ def measure_optimizer_memory(
         peak = _peak(device)
         optimizer_state = optimizer_state_bytes(optimizer)
         step = step_function(wrapped, wrapped.finish_gradient_synchronization, optimizer, inputs, targets)
-        step_s = _slowest_per_step([_timed_step(step, device)[0] for _ in range(steps)], world_size, device)
-        gpu = _gpu_time(step, rank, device, step_s)
+        step_s = slowest_over_ranks([_timed_step(step, device)[0] for _ in range(steps)], world_size, device)
+        gpu = rank0_busy_time(step, rank, device, step_s, CPU_REASON)
         held = held_state_bytes(wrapped, optimizer)
         per_rank = _gathered((after_build, before_step, after_step, peak, optimizer_state, held), world_size)
         figures = list(zip(*per_rank, strict=True))  # each figure's values in rank order
@@ -324,46 +326,12 @@ def _share_host_cores(world_size: int) -> None:
 
 
 def _timed_step(step: Step, device: torch.device) -> tuple[float, float]:
-    """(seconds of one step on this rank, started when all ranks are ready; seconds in finish).
-
-    The barrier first: a rank that left the previous step late would start this one late, and its
-    peers, waiting for it in their first all-reduce, would count that skew as this step's time.
-    Synchronizing before the end clock waits for the step's kernels and NCCL's all-reduces.
-    """
-    dist.barrier()
-    _synchronize(device)
-    start = time.perf_counter()
-    _, marks = step()
-    _synchronize(device)
-    seconds = time.perf_counter() - start
+    """(seconds of one step on this rank, started when all ranks are ready; seconds in finish)."""
+    seconds, (_, marks) = timed_from_barrier(step, device)
     if marks is None:
         return seconds, 0.0
     begin, end = marks  # CUDA events can be read only once they have completed: after the synchronize
     return seconds, elapsed_ms(begin, end, device.type == "cuda") / 1e3
-
-
-def _gpu_time(step: Step, rank: int, device: torch.device, step_s: Sequence[float]) -> GpuTime | str:
-    """Rank 0's GPU busy time per step after the timed ones (compute and NCCL's kernels, a barrier
-    before each step outside what is measured); every rank takes the steps, the count following the
-    gathered medians, so that each all-reduce has all its ranks."""
-    if device.type != "cuda":
-        return "the ranks run on the CPU (gloo): there is no GPU work to measure"
-    calls = calls_for(statistics.median(step_s))
-    return measure_gpu_time(step, calls, device, before_call=dist.barrier, profiled=rank == 0)
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _slowest_per_step(seconds: list[float], world_size: int, device: torch.device) -> tuple[float, ...]:
-    """Each step's longest time over the ranks: the step is done when its last rank is. For the time in
-    finish, the longest is the rank that finished backward first and waited for its peer."""
-    mine = torch.tensor(seconds, dtype=torch.float64, device=device)  # (steps,)
-    everyone = [torch.empty_like(mine) for _ in range(world_size)]
-    dist.all_gather(everyone, mine)
-    return tuple(torch.stack(everyone).amax(dim=0).tolist())  # (world_size, steps) -> (steps,)
 
 
 def _gathered(figures: tuple, world_size: int) -> list[tuple]:
