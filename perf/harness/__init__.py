@@ -13,6 +13,7 @@ The names below are the ones benchmarks, workloads and the plugin import from `p
 """
 
 from perf.harness.bench import Bench, TimingPolicy, Work, derived_figures
+from perf.harness.cache import release_cached_memory
 from perf.harness.machine import (
     GPU_PEAK_TFLOPS,
     gpu_name,
@@ -42,6 +43,7 @@ __all__ = [
     "oom_note",
     "out_of_memory_in",
     "peak_tflops",
+    "release_cached_memory",
     "resolve_device",
     "synchronize",
     "synchronized_timer",

@@ -3,7 +3,6 @@ benchmark turned into a skip that names it, with the memory it held given back."
 
 from __future__ import annotations
 
-import gc
 import sys
 
 import pytest
@@ -39,13 +38,7 @@ def timing_policy(pytestconfig: pytest.Config, device: torch.device) -> harness.
 def bench(benchmark, pytestconfig: pytest.Config, device: torch.device, timing_policy: harness.TimingPolicy):
     yield harness.Bench(benchmark, device, timing_policy, snapshot_dir=pytestconfig.perf_snapshot_dir)
     # The next benchmark starts with the memory this one used given back.
-    _release_memory()
-
-
-def _release_memory() -> None:
-    gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+    harness.release_cached_memory()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -13,7 +13,6 @@ optimizer state before building the next; every rank returns the same result.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import statistics
@@ -27,7 +26,7 @@ from model.config import ModelConfig
 from model.loss import cross_entropy
 from parallel.ddp import DDPIndividualParameters, check_bucket_size_mb
 from perf.cases.data_parallel import BUCKETED, VARIANTS
-from perf.harness import elapsed_ms, nvtx_range
+from perf.harness import elapsed_ms, nvtx_range, release_cached_memory
 from perf.harness.gpu_time import GpuTime
 from perf.workloads.dp_variants import (
     Step,
@@ -255,7 +254,7 @@ def measure_data_parallel(
         # The step held the model, its gradients, the wrapper and the optimizer: xl in fp32 with AdamW
         # is about 32 GB per rank, which must be back before the next case builds its own.
         del built, step
-        _free(device)
+        release_cached_memory()
     return results
 
 
@@ -271,7 +270,7 @@ def measure_optimizer_memory(
     config = dp_config(preset, backend)
     results: dict[str, OptimizerMemory] = {}
     for kind in kinds:
-        _free(device)
+        release_cached_memory()
         torch.manual_seed(rank)  # other weights per rank: the wrapper's broadcast makes them equal
         wrapped = DDPIndividualParameters(build_model("sdpa", config, device))
         optimizer = build_adamw(wrapped.module.parameters(), kind, device)
@@ -300,7 +299,7 @@ def measure_optimizer_memory(
             gpu=gpu,
         )
         del wrapped, optimizer, step, inputs, targets
-    _free(device)
+    release_cached_memory()
     return results
 
 
@@ -361,9 +360,3 @@ def _reset_peak(device: torch.device) -> None:
 def _peak(device: torch.device) -> int | None:
     """The most allocated since the last _reset_peak; None on the CPU."""
     return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-
-
-def _free(device: torch.device) -> None:
-    gc.collect()  # the wrappers' gradient hooks hold their module in a reference cycle
-    if device.type == "cuda":
-        torch.cuda.empty_cache()

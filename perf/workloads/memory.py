@@ -11,7 +11,6 @@ durations, the allocator's figures, the GPU busy time. The benchmark records the
 
 from __future__ import annotations
 
-import gc
 import os
 import statistics
 from collections.abc import Callable, Mapping
@@ -30,6 +29,7 @@ from perf.harness import (
     Work,
     nvtx_range,
     out_of_memory_in,
+    release_cached_memory,
     synchronize,
     synchronized_timer,
 )
@@ -201,13 +201,6 @@ def measure_in_fresh_process(
         error.add_note(f"measured in a fresh process with {setting}")
         raise error
     return outcome
-
-
-def release_cached_memory() -> None:
-    """Give what this process's caching allocator holds back to the GPU."""
-    gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
 
 
 # --------------------------------------------------------------------------- in the measuring process
