@@ -71,10 +71,50 @@ def test_split_calls_refuses_a_profile_that_lost_markers():
 
 
 @pytest.mark.parametrize(
-    ("seconds", "calls"), [(None, 3), (0.0, 3), (1.0, 3), (0.02, 5), (0.001, 100), (1e-6, 1000)]
+    ("seconds", "calls"), [(None, 2), (0.0, 2), (1.0, 2), (0.01, 3), (0.001, 30), (1e-6, 1000)]
 )
-def test_calls_make_about_a_tenth_of_a_second(seconds, calls):
+def test_calls_make_about_the_target_work(seconds, calls):
     assert calls_for(seconds) == calls
+
+
+def _scripted(per_call_ms: list[tuple[float, ...]], monkeypatch) -> list[int]:
+    """measure_gpu_time replaced by one that returns the given per-call times in turn; the calls asked."""
+    asked: list[int] = []
+    results = iter(per_call_ms)
+
+    def measure(fn, calls, device):
+        asked.append(calls)
+        times = next(results)
+        return GpuTime(times, 3.0, 0.1, {"gemm": (len(times), int(sum(times) * 1e6))})
+
+    monkeypatch.setattr(gpu_time, "measure_gpu_time", measure)
+    return asked
+
+
+def test_two_calls_that_agree_are_enough(monkeypatch):
+    asked = _scripted([(100.0, 100.4)], monkeypatch)
+    measured = gpu_time.profile_calls(lambda: None, 0.1, torch.device("cuda", 0))
+    assert asked == [2] and measured.per_call_ms == (100.0, 100.4)
+
+
+def test_two_calls_apart_get_more_measured_as_one(monkeypatch):
+    asked = _scripted([(100.0, 103.0), (101.0, 100.5, 100.7)], monkeypatch)
+    measured = gpu_time.profile_calls(lambda: None, 0.1, torch.device("cuda", 0))
+    assert asked == [2, gpu_time.MORE_CALLS]
+    assert measured.per_call_ms == (100.0, 103.0, 101.0, 100.5, 100.7)
+    assert measured.profile_s == pytest.approx(0.2)
+    assert measured.kernels == {"gemm": (5, int(203.0e6) + int(302.2e6))}  # launches and ns add up
+    figures = measured.figures(median_ms=110.0)
+    assert figures["gpu_calls"] == 5 and figures["gpu_ms"] == 100.7
+    assert figures["gpu_kernels"] == [
+        {"kernel": "gemm", "launches": 1.0, "us": pytest.approx(101040.0, abs=1)}
+    ]
+
+
+def test_many_calls_are_not_extended(monkeypatch):
+    asked = _scripted([(1.0, 1.5, 1.2, 1.1, 1.3)], monkeypatch)
+    gpu_time.profile_calls(lambda: None, 0.006, torch.device("cuda", 0))
+    assert asked == [5]  # spread 40%, but enough calls for their median already
 
 
 def test_figures_carry_median_spread_and_busy_share():
@@ -83,6 +123,7 @@ def test_figures_carry_median_spread_and_busy_share():
     assert figures["gpu_ms_min"] == 4.0 and figures["gpu_ms_max"] == 6.0
     assert figures["gpu_ms_iqr"] == pytest.approx(1.0)  # pytest-benchmark's quartiles, as for rounds
     assert figures["gpu_busy_share"] == pytest.approx(0.5) and figures["gpu_profile_s"] == 0.2
+    assert figures["gpu_kernels"] == []  # no kernels recorded: an empty table
     assert gpu_time.gpu_figures("on the CPU", 10.0) == {"gpu_ms_absent": "on the CPU"}
 
 
@@ -173,6 +214,40 @@ def test_twice_the_kernels_read_twice_the_time(spin):
     twice = gpu_time.measure_gpu_time(lambda: (spin(1.0), spin(1.0)), 5, device)
     ratio = sorted(twice.per_call_ms)[2] / sorted(once.per_call_ms)[2]
     assert ratio == pytest.approx(2.0, rel=0.05)
+
+
+@measures_kernels
+def test_kernel_table_names_the_kernels_and_their_time_per_call(spin):
+    """What the gate explains a regression with: an added kernel shows with its launches and time."""
+    device = torch.device("cuda")
+    x = torch.randn(2**20, device=device)
+    measured = gpu_time.measure_gpu_time(lambda: (spin(1.0), x.sin(), x.sin()), 4, device)
+    rows = {row["kernel"]: row for row in measured.figures(median_ms=2.0)["gpu_kernels"]}
+    sin = [row for name, row in rows.items() if "sin" in name.lower()]
+    assert len(sin) == 1 and sin[0]["launches"] == 2.0 and sin[0]["us"] > 0, rows
+    assert rows["_busy"]["launches"] == 1.0 and 700 < rows["_busy"]["us"] < 1500, rows  # the 1 ms spin
+    assert not any("spin_kernel" in name for name in rows)  # the markers are outside every call
+    assert sum(row["us"] for row in rows.values()) / 1e3 >= min(measured.per_call_ms) * 0.99
+
+
+@measures_kernels
+def test_clock_sampler_reads_the_gpus_clock_while_it_works(spin):
+    from perf.harness.clocks import ClockSampler, gpu_clock_state
+
+    device = torch.device("cuda")
+    with ClockSampler(device, interval_s=0.005) as sampler:
+        for _ in range(20):
+            spin(5.0)
+        torch.cuda.synchronize()
+    figures = sampler.figures()
+    assert "clocks" in figures, figures  # the GPU machines' image has nvidia-ml-py
+    clocks = figures["clocks"]
+    assert (
+        clocks["samples"] >= 10
+        and 300 < clocks["sm_mhz_min"] <= clocks["sm_mhz_mean"] <= clocks["sm_mhz_max"]
+    )
+    state = gpu_clock_state(device)
+    assert state.get("power_limit_w", 0) > 0 and state.get("max_sm_clock_mhz", 0) >= clocks["sm_mhz_max"]
 
 
 @measures_kernels

@@ -19,14 +19,8 @@ from typing import Any
 import torch
 
 from model.precision import tf32_enabled
-from perf.harness.gpu_time import (
-    GpuTime,
-    calls_for,
-    failure,
-    gpu_figures,
-    measure_gpu_time,
-    unavailable_reason,
-)
+from perf.harness.clocks import ClockSampler
+from perf.harness.gpu_time import GpuTime, failure, gpu_figures, profile_calls, unavailable_reason
 from perf.harness.machine import gpu_name, peak_tflops
 from perf.harness.memory_snapshot import write_memory_snapshot
 from perf.harness.ranges import TIMED_RANGE, nvtx_range
@@ -103,7 +97,7 @@ def busy_time(fn: Callable[[], Any], seconds_per_call: float, device: torch.devi
     if measured is None:
         with nvtx_range("gpu_time"):
             try:
-                measured = measure_gpu_time(fn, calls_for(seconds_per_call), device)
+                measured = profile_calls(fn, seconds_per_call, device)
             except Exception as err:  # the timed rounds stand; only this figure is lost
                 measured = failure("a call failed while GPU time was measured", err)
     return measured
@@ -265,6 +259,7 @@ class Bench:
         info = self.benchmark.extra_info
         info.update(extra)
         info.update(rounds=len(durations_s), iterations=iterations, device=str(self.device))
+        info["clocks_absent"] = "its rounds ran in other processes; their GPU clocks were not sampled"
         stats = getattr(self.benchmark, "stats", None)
         if stats is not None:
             info.update(derived_figures(stats.stats.median, work, gpu_name(self.device)))
@@ -284,19 +279,28 @@ class Bench:
     ) -> dict[str, Any]:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        with nvtx_range(TIMED_RANGE):
-            self.benchmark.pedantic(fn, setup=setup, rounds=rounds, iterations=iterations, warmup_rounds=0)
-        info = self.benchmark.extra_info
-        info.update(extra)
-        info.update(warmup_steps=warmup_steps, rounds=rounds, iterations=iterations, device=str(self.device))
-        info["peak_memory_bytes"] = (
-            torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
-        )
-        stats = getattr(self.benchmark, "stats", None)
-        if stats is not None and self.device.type == "cuda":
-            info["host_ms"] = self.host_time(fn) * 1e3
+        # The GPU's clocks are sampled while its timed rounds and its profiled calls run.
+        with ClockSampler(self.device) as clocks:
+            with nvtx_range(TIMED_RANGE):
+                self.benchmark.pedantic(
+                    fn, setup=setup, rounds=rounds, iterations=iterations, warmup_rounds=0
+                )
+            info = self.benchmark.extra_info
+            info.update(extra)
+            info.update(
+                warmup_steps=warmup_steps, rounds=rounds, iterations=iterations, device=str(self.device)
+            )
+            info["peak_memory_bytes"] = (
+                torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+            )
+            stats = getattr(self.benchmark, "stats", None)
+            if stats is not None and self.device.type == "cuda":
+                info["host_ms"] = self.host_time(fn) * 1e3
+            if stats is not None:
+                clocks.mark()
+                info.update(self.gpu_time(fn, stats.stats.median))
         if stats is not None:
-            info.update(self.gpu_time(fn, stats.stats.median))
+            info.update(clocks.figures())
         if self.snapshot_dir is not None and self.device.type == "cuda":
             info["memory_snapshot"] = str(write_memory_snapshot(fn, self.snapshot_dir, self.benchmark.name))
         if stats is not None:  # None when benchmarks are disabled: the call ran once, untimed

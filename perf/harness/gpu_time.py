@@ -24,17 +24,23 @@ import statistics
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-# Enough calls for a stable median: at least 3, or about 100 ms of work (a 1 ms attention call:
-# 100 calls). Beyond 1000 calls the profiler's event list costs more than the calls do.
-MIN_CALLS = 3
-TARGET_S = 0.1
+from perf.harness.kernel_table import EXTRA_INFO_KEY as KERNELS_KEY
+from perf.harness.kernel_table import Activity, kernel_rows, kernel_totals
+
+# Calls profiled: about TARGET_S of work, at least MIN_CALLS; beyond MAX_CALLS the profiler's event list
+# costs more than the calls do. Where the first calls are few and apart by more than SPREAD_FOR_MORE
+# (of their median), MORE_CALLS more are profiled (NOTES.md: what the profiler costs).
+MIN_CALLS = 2
+TARGET_S = 0.03
 MAX_CALLS = 1000
+SPREAD_FOR_MORE = 0.01
+MORE_CALLS = 3
 # The name of torch.cuda._sleep's kernel ("at::cuda::(anonymous namespace)::spin_kernel(long)").
 MARKER_KERNEL = "spin_kernel"
 # Set in a process that Nsight Systems profiles, or into which another CUDA tool (ncu, a sanitizer)
@@ -50,11 +56,33 @@ _process_reason: str | None = None
 
 @dataclass(frozen=True)
 class GpuTime:
-    """Busy milliseconds of each measured call, and what the measurement cost."""
+    """Busy milliseconds of each measured call, its kernels, and what the measurement cost."""
 
     per_call_ms: tuple[float, ...]
     activities_per_call: float  # median count of kernels, copies and memsets per call
     profile_s: float  # host seconds the measurement took, profiler start and stop included
+    # Per full kernel name: launches and nanoseconds over all the calls (perf/harness/kernel_table.py).
+    kernels: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the calls' busy times."""
+        return (max(self.per_call_ms) - min(self.per_call_ms)) / statistics.median(self.per_call_ms)
+
+    def merged(self, more: GpuTime) -> GpuTime:
+        """These calls and `more`, as one measurement."""
+        kernels = dict(self.kernels)
+        for name, (launches, ns) in more.kernels.items():
+            had = kernels.get(name, (0, 0))
+            kernels[name] = (had[0] + launches, had[1] + ns)
+        calls = len(self.per_call_ms) + len(more.per_call_ms)
+        activities = (
+            self.activities_per_call * len(self.per_call_ms)
+            + more.activities_per_call * len(more.per_call_ms)
+        ) / calls
+        return GpuTime(
+            self.per_call_ms + more.per_call_ms, activities, self.profile_s + more.profile_s, kernels
+        )
 
     def figures(self, median_ms: float | None) -> dict[str, Any]:
         """extra_info entries: gpu_ms (median), its spread, and gpu_busy_share against `median_ms`."""
@@ -74,6 +102,7 @@ class GpuTime:
             "gpu_activities": self.activities_per_call,
             "gpu_busy_share": gpu_ms / median_ms if median_ms else None,
             "gpu_profile_s": self.profile_s,
+            KERNELS_KEY: kernel_rows(self.kernels, len(self.per_call_ms)),
         }
 
 
@@ -107,6 +136,20 @@ def calls_for(seconds_per_call: float | None) -> int:
     return max(MIN_CALLS, min(MAX_CALLS, round(TARGET_S / seconds_per_call)))
 
 
+def profile_calls(
+    fn: Callable[[], Any], seconds_per_call: float | None, device: torch.device
+) -> GpuTime | str:
+    """`measure_gpu_time` of about TARGET_S of calls; where those are few and apart by more than
+    SPREAD_FOR_MORE, MORE_CALLS more, as one measurement."""
+    measured = measure_gpu_time(fn, calls_for(seconds_per_call), device)
+    if isinstance(measured, GpuTime) and len(measured.per_call_ms) < MIN_CALLS + MORE_CALLS:
+        if measured.spread > SPREAD_FOR_MORE:
+            more = measure_gpu_time(fn, MORE_CALLS, device)
+            if isinstance(more, GpuTime):
+                measured = measured.merged(more)
+    return measured
+
+
 # --------------------------------------------------------------------------- intervals
 def busy_ns(intervals: Iterable[tuple[int, int]]) -> int:
     """Length of the union of [start, end) intervals: time in which at least one of them ran."""
@@ -119,15 +162,6 @@ def busy_ns(intervals: Iterable[tuple[int, int]]) -> int:
             total += end - reach
             reach = end
     return total
-
-
-@dataclass(frozen=True)
-class Activity:
-    """One device activity: a kernel, a copy or a memset, in device-clock nanoseconds."""
-
-    name: str
-    start_ns: int
-    end_ns: int
 
 
 def split_calls(activities: Sequence[Activity], calls: int) -> list[list[Activity]]:
@@ -272,7 +306,7 @@ def _measured(activities: list[Activity], calls: int, profile_s: float) -> GpuTi
         return "its calls ran no kernel, copy or memset on the GPU"
     busy_ms = tuple(busy_ns((a.start_ns, a.end_ns) for a in call) / 1e6 for call in per_call)
     counts = statistics.median(len(call) for call in per_call)
-    return GpuTime(busy_ms, float(counts), profile_s)
+    return GpuTime(busy_ms, float(counts), profile_s, kernel_totals(per_call))
 
 
 def failure(what: str, err: BaseException) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from perf.harness.clocks import gpu_clock_state
 from perf.storage import folder_name
 
 
@@ -129,6 +130,8 @@ def machine_info(device: torch.device) -> dict[str, Any]:
             "memory_gib": round(props.total_memory / 2**30, 1),
             "multiprocessors": props.multi_processor_count,
             "driver": _nvidia_driver(),
+            # The power limit and whether clocks are locked: same-model GPUs compare only alike set.
+            **gpu_clock_state(device),
         }
         # What decides collective bandwidth beside the GPUs: NCCL's version and the NCCL_* variables
         # set (NCCL_NVLS_ENABLE, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, ...), which change its transports.

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from perf import harness
-from perf.harness import gpu_time
+from perf.harness import clocks, gpu_time
 from perf.tables.summary import SUMMARY_TABLES
 from perf.tiers import TIERS
 from perf.workloads import launched_session
@@ -82,7 +82,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     tr = terminalreporter
     if not getattr(config, "perf_collected", False):
         return
-    notes = _cpu_notes(config) + config.perf_notes + gpu_time.run_notes([b.extra_info for b in results])
+    infos = [b.extra_info for b in results]
+    notes = _cpu_notes(config) + config.perf_notes + gpu_time.run_notes(infos) + clocks.run_note(infos)
     notes += _stored_tuning_notes()
     if results:
         tr.section("derived figures (median)", sep="-")
@@ -109,7 +110,6 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
                     f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {x['baseline_median_ms']:>10.3f} "
                     f"{x['ratio_to_baseline']:>6.3f}"
                 )
-    infos = [b.extra_info for b in results]
     for title, table in SUMMARY_TABLES:
         lines = table(infos)
         if lines:
