@@ -7,6 +7,8 @@ axis by axis (perf/plugin/options.py).
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, replace
 
 from model.config import PRESETS
@@ -18,6 +20,12 @@ from perf.cases.model import COMPILE_ATTENTIONS, CPU_MODEL_IMPLS, LAUNCHES, MODE
 
 CONTEXTS = (128, 256, 512, 1024)
 WARMUPS = (0, 1, 2, 5)
+
+
+@functools.cache
+def cell_pattern(pattern: str) -> re.Pattern[str]:
+    """A Tier.cells pattern as a regular expression: `*` is any text, every other character itself."""
+    return re.compile(".*".join(map(re.escape, pattern.split("*"))))
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,10 @@ class Tier:
     # Data parallel training (perf/test_data_parallel.py): preset, and bucket sizes of DDPBucketed.
     dp_presets: tuple[str, ...] = ()
     bucket_sizes_mb: tuple[float, ...] = ()
+    # The cells the tier keeps of its axes' grid: patterns of node ids under perf/ in which `*` stands
+    # for any text and brackets are plain ("test_matmul.py::test_matmul[*]"); None keeps every cell.
+    # A benchmark none of them matches does not run in the tier.
+    cells: tuple[str, ...] | None = None
 
     @property
     def compared_impls(self) -> tuple[str, ...]:
@@ -103,6 +115,13 @@ class Tier:
     def collective_cases(self) -> tuple[CollectiveCase, ...]:
         """test_collective's cases: every collective case but all-reduce's."""
         return tuple(c for c in self.collective_run_cases if c.collective != "all_reduce")
+
+    def keeps(self, node_id: str) -> bool:
+        """Whether the tier runs the benchmark of this node id ('perf/test_x.py::test_y[ids]')."""
+        if self.cells is None:
+            return True
+        relative = node_id.removeprefix("perf/")
+        return any(cell_pattern(pattern).fullmatch(relative) for pattern in self.cells)
 
     def with_overrides(self, **axes: tuple | str | None) -> Tier:
         return replace(self, **{k: v for k, v in axes.items() if v is not None})
@@ -145,6 +164,63 @@ TIERS: dict[str, Tier] = {
         allreduce_backends=("gloo",),
         dp_presets=("tiny",),
         bucket_sizes_mb=(0.01, 0.1, 1.0),
+    ),
+    # What a pull request's gate runs: the cells of each suite that tell the most per second, every
+    # one of them a cell of the default tier, so that a default-tier baseline judges it (README: Tiers).
+    "pr": Tier(
+        name="pr",
+        presets=("small", "large"),
+        precisions=("fp32", "bf16"),
+        contexts=(512,),
+        warmups=(2,),
+        impls=("sdpa", "flash_triton"),
+        attention_providers=("flash_triton", "sdpa_flash", "sdpa_cudnn"),
+        attention_modes=("forward_backward",),
+        attention_sweeps=("fixed_tokens",),
+        head_dims=(64, 80, 128),
+        scaling_seqs=(4096,),
+        scaling_head_dims=(64,),
+        compile_presets=("2.7b",),
+        compile_precisions=("bf16",),
+        compile_attentions=("sdpa",),
+        compile_contexts=(512,),
+        step_precisions=PRECISIONS,
+        matmul_sizes=(8192,),
+        memory_contexts=(512,),
+        graph_presets=("small",),
+        transfer_sizes=(2**26,),
+        allreduce_sizes=(2**30,),
+        world_sizes=(2,),
+        allreduce_backends=("nccl",),
+        collective_dtypes=("bf16",),
+        dp_presets=("xl",),
+        cells=(
+            # The training step of a small and a large preset, fp32 and bf16, SDPA and the Triton kernel.
+            "test_end_to_end.py::test_train_step[*]",
+            # The 2.7b bf16 training step, eager and compiled.
+            "test_compile.py::test_compile_gain[*-train_step-*]",
+            # Attention forward+backward in bf16, causal, at every fixed-tokens seq and head dims 64, 80, 128.
+            "test_attention.py::test_attention[bf16-forward_backward-*-causal-*]",
+            # The naive attention's score matrix at one size, eager and compiled.
+            "test_attention_scaling.py::test_naive_attention_scaling[*]",
+            # Every matmul math mode at one size.
+            "test_matmul.py::test_matmul[*]",
+            # fp16 with its gradient scaler (fp32 and bf16 steps are the end-to-end cells), and autocast alone.
+            "test_mixed_precision.py::test_train_step_precision[small-ctx512-fp16]",
+            "test_mixed_precision.py::test_toy_autocast[bf16]",
+            "test_memory.py::test_peak_memory[bf16-*-ctx512-train_step-default]",
+            "test_cuda_graphs.py::test_train_step_cuda_graph[bf16-*]",
+            "test_transfer.py::test_host_to_device[64MiB-pinned]",
+            "test_transfer.py::test_copy_compute_overlap[*]",
+            "test_timing_agreement.py::test_timing_agreement[matmul_bf16_1ms]",
+            # Where two GPUs are visible: every collective at 1 GiB in bf16, and data parallel xl.
+            "test_allreduce.py::test_allreduce[*]",
+            "test_collectives.py::test_collective[*-out_of_place-*]",
+            "test_collectives.py::test_collective[broadcast-*]",
+            "test_data_parallel.py::test_data_parallel_step[*-torch_ddp]",
+            "test_data_parallel.py::test_data_parallel_step[*-fsdp2]",
+            "test_data_parallel.py::test_sharded_optimizer_memory[*]",
+        ),
     ),
     "default": Tier(
         name="default",

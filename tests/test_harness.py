@@ -292,7 +292,7 @@ def test_bad_baseline_gives_a_message_not_a_traceback(tmp_path, damage):
         ),
         ("--precisions=fp8", "--precisions: unknown value 'fp8'; accepted: fp32, bf16, fp16"),
         ("--device=tpu", "unknown device 'tpu'; accepted: auto, cpu, cuda, cuda:N"),
-        ("--tier=huge", "--tier: unknown tier 'huge'; accepted: auto, cpu, default, full"),
+        ("--tier=huge", "--tier: unknown tier 'huge'; accepted: auto, cpu, pr, default, full"),
         ("--contexts=512,-1", "--contexts: '-1' is not an integer >= 1"),
         ("--optimizer=sgd", "--optimizer: unknown value 'sgd'; accepted: own, torch, torch_fused"),
         ("--launches=eager,jit", "--launches: unknown value 'jit'; accepted: eager, cuda_graph"),

@@ -146,14 +146,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The memory suite's cases of allocators that --allocators leaves out, deselected: the axis is the
-    benchmark's own parametrization (the allocator last in its ids), not one of the tier's."""
+    """Benchmarks deselected: cells the tier does not keep (Tier.cells), and the memory suite's cases of
+    allocators that --allocators leaves out (the benchmark's own parametrization, not the tier's)."""
     kept, left_out = [], []
+    tier: Tier = config.perf_tier
     for item in items:
         callspec = getattr(item, "callspec", None)
         allocator = callspec.params.get("allocator") if callspec is not None else None
         benchmark = PERF in item.path.parents  # tests/ parametrize themselves
-        dropped = benchmark and allocator is not None and allocator not in config.perf_allocators
+        dropped = benchmark and (
+            (allocator is not None and allocator not in config.perf_allocators) or not tier.keeps(item.nodeid)
+        )
         (left_out if dropped else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)

@@ -1,0 +1,90 @@
+"""The tiers' cells (perf/tiers.py): the pr tier keeps cells of every suite, each one a cell of the default
+tier, and its patterns each match something; collected from the benchmark files as pytest collects them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perf.tiers import TIERS, cell_pattern
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def collected(tier: str) -> list[str]:
+    """The node ids `pytest perf/ --tier TIER --collect-only` lists on this machine (CPU sizes)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "perf/",
+            f"--tier={tier}",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [line for line in proc.stdout.splitlines() if line.startswith("perf/") and "::" in line]
+
+
+@pytest.fixture(scope="module")
+def ids() -> dict[str, list[str]]:
+    return {tier: collected(tier) for tier in ("pr", "default")}
+
+
+def test_cell_patterns_treat_brackets_as_text_and_star_as_any_text():
+    pattern = cell_pattern("test_matmul.py::test_matmul[*-bf16]")
+    assert pattern.fullmatch("test_matmul.py::test_matmul[n8192-bf16]")
+    assert not pattern.fullmatch("test_matmul.py::test_matmul[n8192-fp16]")
+    assert not cell_pattern("test_x.py::test_y[a]").fullmatch("test_x.py::test_y[b]")  # not a class [a]
+
+
+def test_pr_cells_are_cells_of_the_default_tier(ids):
+    assert ids["pr"], "the pr tier collected nothing"
+    outside = sorted(set(ids["pr"]) - set(ids["default"]))
+    assert not outside, f"pr cells a default-tier baseline cannot judge: {outside}"
+
+
+def test_pr_tier_keeps_every_benchmark_file(ids):
+    files = {path.name for path in (ROOT / "perf").glob("test_*.py")}
+    kept = {node.split("::")[0].removeprefix("perf/") for node in ids["pr"]}
+    assert kept == files
+
+
+def test_every_pr_pattern_keeps_a_cell_and_the_issue_cells_are_there(ids):
+    relative = [node.removeprefix("perf/") for node in ids["pr"]]
+    for pattern in TIERS["pr"].cells:
+        assert any(cell_pattern(pattern).fullmatch(node) for node in relative), pattern
+    for preset in ("small", "large"):
+        for precision in ("fp32", "bf16"):
+            for impl in ("sdpa", "flash_triton"):
+                assert (
+                    f"test_end_to_end.py::test_train_step[{impl}-{preset}-{precision}-ctx512-warm2]"
+                    in relative
+                )
+    assert {node for node in relative if node.startswith("test_compile.py")} == {
+        "test_compile.py::test_compile_gain[ctx512-2.7b-bf16-train_step-eager]",
+        "test_compile.py::test_compile_gain[ctx512-2.7b-bf16-train_step-compiled]",
+    }
+    attention = [node for node in relative if node.startswith("test_attention.py")]
+    assert len(attention) == 3 * 3 * 3  # seqs x head dims 64, 80, 128 x three providers
+    assert all("-causal-" in node and "bf16-forward_backward" in node for node in attention)
+    assert not any(node.endswith("-naive]") for node in attention)
+
+
+def test_a_tier_without_cells_keeps_everything():
+    assert TIERS["default"].cells is None
+    assert TIERS["default"].keeps("perf/test_anything.py::test_anything[x]")
+    assert not TIERS["pr"].keeps("perf/test_end_to_end.py::test_forward[sdpa-small-fp32-ctx512-warm2]")
