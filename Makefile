@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: env test bench baseline gate report clean-env
+.PHONY: env test bench baseline gate noise report clean-env
 
 env: $(VENV)/.suite-ready
 
@@ -42,6 +42,13 @@ baseline: env
 # where paths or node ids under perf/ replace perf/.
 gate: env
 	$(PY) -m perf.tools.gate $(GATE_ARGS) -- $(ARGS)
+
+# This runner's noise: the selection (ARGS; e.g. --tier pr) run NOISE_RUNS times back to back, each benchmark's
+# run-to-run spread stored in baselines/<gpu>/noise.json, from which the gate takes its GPU-time thresholds.
+NOISE_RUNS ?= 3
+
+noise: env
+	$(PY) -m perf.tools.noise --runs $(NOISE_RUNS) -- $(ARGS)
 
 # A Markdown and HTML report with plots of one result file, against BASELINE if given (perf/tools/report/).
 # OUT sets the folder (default: reports/<RESULT's name>/).

@@ -4,6 +4,7 @@ fake pytest runner, the report, and every refusal (exit 2 with one line on stder
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -126,7 +127,7 @@ def test_classify(before, after, expected):
     ("threshold", "z", "message"),
     [
         (0.0, 3.0, "threshold must"),
-        (1.0, 3.0, "threshold must"),
+        (math.inf, 3.0, "threshold must"),
         (0.05, 0.0, "z must"),
         (0.05, NAN, "z must"),
     ],
@@ -168,9 +169,10 @@ def test_ten_percent_slowdown_with_two_percent_noise_fails_naming_only_it(tmp_pa
     assert [name for name in NAMES if name in out] == [slow]
     assert out.splitlines()[-1].startswith("FAIL: 1 regression (")
     row = next(line for line in out.splitlines() if slow in line)
-    figure, *numbers = row.split()[:5]
-    base_ms, current_ms, ratio, noise_ms = map(float, numbers)
+    figure, base_ms, current_ms, ratio, threshold, source, noise_ms = row.split()[:7]
+    base_ms, current_ms, ratio, noise_ms = map(float, (base_ms, current_ms, ratio, noise_ms))
     assert figure == "wall"  # the figure that regressed: these results have no GPU time
+    assert (threshold, source) == ("5.0%", "(--threshold)")  # judged at, and where that came from
     assert ratio == pytest.approx(1.10, abs=1e-3)
     assert current_ms - base_ms > noise_ms > 0
 

@@ -219,3 +219,9 @@ def test_make_test_runs_tests_by_testpaths_so_a_path_in_args_selects():
 def test_make_test_workers_can_be_set_or_turned_off():
     assert pytest_argv("test", "", TEST_WORKERS="0")[0][:2] == ["-n", "0"]
     assert pytest_argv("test", "-x", TEST_WORKERS="4")[0][:2] == ["-n", "4"]
+
+
+def test_make_noise_runs_the_noise_tool_with_args_after_its_own_options():
+    argv = argv_of("noise", "--tier pr -k train_step", NOISE_RUNS="5")
+    assert argv == ["-m", "perf.tools.noise", "--runs", "5", "--", "--tier", "pr", "-k", "train_step"]
+    assert argv_of("noise", "--tier pr")[:4] == ["-m", "perf.tools.noise", "--runs", "3"]

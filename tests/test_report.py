@@ -481,3 +481,20 @@ def test_module_entry_point_refuses_with_exit_2(tmp_path):
     assert refusal.stderr.startswith(f"perf.tools.report: error: result {truncated}: not valid JSON")
     assert "Traceback" not in refusal.stderr
     assert not (tmp_path / "report").exists()
+
+
+def test_a_benchmark_that_moved_is_explained_kernel_by_kernel(tmp_path, capsys):
+    name = "perf/test_end_to_end.py::test_train_step[sdpa-small-bf16-ctx512-warm2]"
+    gemm = {"kernel": "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", "launches": 24.0, "us": 9000.0}
+    added = {"kernel": "sin_kernel_cuda", "launches": 12.0, "us": 310.0}
+    baseline = write_results(tmp_path / "base.json", [bench(name, 10.0, gpu_ms=9.3, gpu_kernels=[gemm])])
+    current = write_results(tmp_path / "new.json", [bench(name, 12.0, gpu_ms=9.61, gpu_kernels=[gemm, added])])
+    out = tmp_path / "report"
+    assert run_report(capsys, current, "--baseline", baseline, "--out", out)[0] == 0
+    md = (out / "report.md").read_text()
+    inside = md[md.index("### What changed inside") :]
+    assert "| +310.00 | - | 310.00 | - -\\> 12 | sin_kernel_cuda |" in inside  # Markdown escapes ">"
+    assert "nvjet" not in inside  # unchanged kernels are left out
+    old = write_results(tmp_path / "old.json", [bench(name, 10.0, gpu_ms=9.3)])
+    assert run_report(capsys, current, "--baseline", old, "--out", out)[0] == 0
+    assert "No kernel breakdown: the baseline has no kernel table" in (out / "report.md").read_text()

@@ -118,3 +118,19 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     launch = launched_session.machine_info()
     if launch is not None:
         machine_info["perf"]["launch"] = launch
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The benchmarks this run selected (after -k, the tier's cells and deselection), for its results."""
+    session.config.perf_selected = [
+        item.nodeid for item in session.items if "bench" in getattr(item, "fixturenames", ())
+    ]
+
+
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output_json: dict) -> None:
+    """Results say which tier ran and which benchmarks it selected: the gate tells a benchmark that
+    vanished (skipped, failed) from one that this run's selection left out."""
+    output_json["perf"] = {
+        "tier": config.perf_tier.name,
+        "selected": sorted(getattr(config, "perf_selected", [])),
+    }

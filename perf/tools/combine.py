@@ -62,6 +62,8 @@ def combine(paths: Sequence[Path]) -> dict[str, Any]:
     return {
         **first,
         "benchmarks": [entry for _, data in parts for entry in data["benchmarks"]],
+        # What the parts selected together: the gate lists a selected benchmark without a result.
+        "perf": _selection(parts),
         # The last part's end: when the run was complete. Each part's own time stays in `parts`.
         "datetime": max(str(data.get("datetime", "")) for _, data in parts),
         "parts": [
@@ -69,6 +71,13 @@ def combine(paths: Sequence[Path]) -> dict[str, Any]:
             for path, data in parts
         ],
     }
+
+
+def _selection(parts: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    perfs = [data.get("perf") if isinstance(data.get("perf"), dict) else {} for _, data in parts]
+    selected = sorted({name for perf in perfs for name in perf.get("selected") or ()})
+    tiers = sorted({str(perf["tier"]) for perf in perfs if perf.get("tier")})
+    return {"tier": ",".join(tiers) or None, "selected": selected}
 
 
 def store(document: dict[str, Any], name: str, baselines: Path = BASELINES) -> Path:

@@ -3,7 +3,9 @@
 Two figures per benchmark: `wall`, the median time of its timed rounds (pytest-benchmark's stats), and
 `gpu`, the median GPU busy time of one call (extra_info gpu_ms, perf/harness/gpu_time.py). The wall figure of
 a host-bound benchmark follows the host's CPU; its GPU figure does not, so both are judged: the GPU
-time at the threshold, the wall time at the threshold or, host-bound, at its own.
+time at its own threshold (from the runner's measured noise, perf/tools/noise.py, or the threshold), the
+wall time at the threshold or, host-bound, at its own. A GPU-time slowdown that a lower SM clock explains
+is marked as the clock's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ IQR_PER_SIGMA = 1.349
 # The defaults of the rule: the relative slowdown that matters, and the noise bound in standard errors.
 THRESHOLD = 0.05
 Z = 3.0
+# The least GPU-time threshold a noise file (perf/tools/noise.py) may give a benchmark, however steady.
+GPU_FLOOR = 0.015
 
 # A benchmark is host-bound when one call keeps the host busy for at least this share of the call's
 # median time (extra_info host_ms against median_ms): the GPU then waits on Python and kernel
@@ -32,6 +36,11 @@ Z = 3.0
 HOST_BOUND_SHARE = 0.8
 HOST_BOUND_THRESHOLD = 0.25
 HOST_BOUND_SLOWER = "host-bound slower"  # the verdict of a host-bound slowdown within its threshold
+
+# A GPU-time slowdown whose GPU ran at a lower mean SM clock, by at least this share of the slowdown, is
+# marked as the clock's; it still fails unless the change at the baseline's clock is within the threshold.
+CLOCK_SHARE = 0.5
+CLOCK_MOVED = "clock moved"  # the verdict of such a slowdown within the threshold at the baseline's clock
 
 # What each figure is, for messages and tables.
 WALL, GPU = "wall", "gpu"
@@ -45,6 +54,18 @@ class Timing:
     median_s: float
     se_s: float | None  # None: fewer than 2 rounds, too few to estimate a spread
     host_bound: bool = False  # see HOST_BOUND_SHARE
+    sm_mhz: float | None = None  # the GPU's mean SM clock while it was measured (perf/harness/clocks.py)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The relative slowdown that matters for one figure of one benchmark, and where it came from."""
+
+    value: float
+    source: str  # e.g. "noise 2.0 x 0.61%", "floor", "--threshold"
+
+    def __str__(self) -> str:
+        return f"{self.value:.1%} ({self.source})"
 
 
 def is_host_bound(extra_info: object) -> bool:
@@ -91,8 +112,9 @@ def classify(baseline: Timing, current: Timing, threshold: float, z: float) -> s
     Where either run has fewer than 2 rounds there is no spread to compare with, and the threshold
     alone decides.
     """
-    if not 0 < threshold < 1:
-        raise ValueError(f"threshold must be > 0 and < 1; got {threshold}")
+    if not 0 < threshold < math.inf:
+        # Above 1 where a noise file gives a benchmark that much spread: only a slowdown beyond it counts.
+        raise ValueError(f"threshold must be a positive number; got {threshold}")
     if not 0 < z < math.inf:
         raise ValueError(f"z must be a positive number; got {z}")
     difference = current.median_s - baseline.median_s
@@ -137,7 +159,32 @@ def gpu_timing(extra_info: object) -> Timing | None:
         "iqr": (extra_info.get("gpu_ms_iqr") or 0.0) / 1e3,
         "stddev": (extra_info.get("gpu_ms_stddev") or 0.0) / 1e3,
     }
-    return Timing(gpu_ms / 1e3, median_standard_error(spread))
+    clocks = extra_info.get("clocks")
+    clocks = clocks if isinstance(clocks, dict) else {}
+    # The clock while the profiled calls ran, where recorded apart; else over the whole benchmark.
+    profiled = clocks.get("profiled")
+    sm_mhz = (profiled if isinstance(profiled, dict) else clocks).get("sm_mhz_mean")
+    sm_mhz = float(sm_mhz) if isinstance(sm_mhz, int | float) and not isinstance(sm_mhz, bool) else None
+    return Timing(
+        gpu_ms / 1e3, median_standard_error(spread), sm_mhz=sm_mhz if sm_mhz and sm_mhz > 0 else None
+    )
+
+
+def clock_moved(baseline: Timing, current: Timing) -> bool:
+    """Whether the current run's GPU ran at a lower mean SM clock, by at least CLOCK_SHARE of its slowdown."""
+    if baseline.sm_mhz is None or current.sm_mhz is None or current.median_s <= baseline.median_s:
+        return False
+    fell = 1 - current.sm_mhz / baseline.sm_mhz
+    return fell > 0 and fell >= CLOCK_SHARE * (current.median_s / baseline.median_s - 1)
+
+
+def at_baseline_clock(baseline: Timing, current: Timing) -> Timing:
+    """The current timing scaled to the baseline's SM clock, as if its work were bound by the clock."""
+    if baseline.sm_mhz is None or current.sm_mhz is None:
+        return current
+    scale = current.sm_mhz / baseline.sm_mhz
+    se = None if current.se_s is None else current.se_s * scale
+    return Timing(current.median_s * scale, se, current.host_bound, baseline.sm_mhz)
 
 
 def judge_figure(
@@ -149,10 +196,15 @@ def judge_figure(
     host_threshold: float = HOST_BOUND_THRESHOLD,
 ) -> str:
     """One figure's verdict: the wall time by `judge` (the host-bound rule included), the GPU time by
-    `classify` at the threshold, host-bound or not."""
+    `classify` at the threshold, host-bound or not; a GPU-time slowdown that the clock explains and that
+    is within the threshold at the baseline's clock is CLOCK_MOVED (listed, never failing)."""
     if figure == WALL:
         return judge(baseline, current, threshold, z, host_threshold)
-    return classify(baseline, current, threshold, z)
+    verdict = classify(baseline, current, threshold, z)
+    if verdict == "slower" and clock_moved(baseline, current):
+        adjusted = classify(baseline, at_baseline_clock(baseline, current), threshold, z)
+        return "slower" if adjusted == "slower" else CLOCK_MOVED
+    return verdict
 
 
 def verdicts(
@@ -161,10 +213,13 @@ def verdicts(
     threshold: float,
     z: float,
     host_threshold: float = HOST_BOUND_THRESHOLD,
+    gpu_threshold: float | None = None,
 ) -> dict[str, str]:
-    """Per figure that both runs have ({'wall': ..., 'gpu': ...}), its verdict by `judge_figure`."""
+    """Per figure that both runs have ({'wall': ..., 'gpu': ...}), its verdict by `judge_figure`; the GPU
+    time at `gpu_threshold` where given (a noise file's), else at `threshold`."""
+    limits = {WALL: threshold, GPU: threshold if gpu_threshold is None else gpu_threshold}
     return {
-        figure: judge_figure(figure, baseline[figure], current[figure], threshold, z, host_threshold)
+        figure: judge_figure(figure, baseline[figure], current[figure], limits[figure], z, host_threshold)
         for figure in FIGURES
         if figure in baseline and figure in current
     }
@@ -173,7 +228,7 @@ def verdicts(
 def overall(found: Mapping[str, str]) -> str:
     """One word for a benchmark's verdicts: slower if any figure is, then host-bound slower, then
     faster if any figure is, else unchanged; with the figures it rests on, e.g. 'slower (gpu)'."""
-    for verdict in ("slower", HOST_BOUND_SLOWER, "faster"):
+    for verdict in ("slower", HOST_BOUND_SLOWER, CLOCK_MOVED, "faster"):
         figures = [figure for figure, v in found.items() if v == verdict]
         if figures:
             return f"{verdict} ({', '.join(figures)})"

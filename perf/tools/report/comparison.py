@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perf.tools import gate
+from perf.tools.changes import gpu_missing_reason
+from perf.tools.kernel_changes import HEADER as KERNEL_HEADER
+from perf.tools.kernel_changes import explanation_rows
 from perf.tools.regression_rule import (
+    CLOCK_MOVED,
     GPU,
     HOST_BOUND_SHARE,
     HOST_BOUND_SLOWER,
@@ -23,7 +26,13 @@ from perf.tools.report.figures import Plot, finish_figure, new_figure
 from perf.tools.report.render import Block, Code, Heading, Image, Paragraph, Table
 from perf.tools.results import Results
 
-VERDICTS = ("slower", "faster", "unchanged", HOST_BOUND_SLOWER)  # the words `overall` starts with
+VERDICTS = (
+    "slower",
+    "faster",
+    "unchanged",
+    HOST_BOUND_SLOWER,
+    CLOCK_MOVED,
+)  # the words `overall` starts with
 # The ratio plot shows at most this many benchmarks: the slowest and the fastest half each.
 MAX_RATIO_ROWS = 60
 RATIO_TICKS = (0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10)
@@ -38,6 +47,8 @@ class Compared:
     current: dict[str, Timing]
     verdicts: dict[str, str]  # per figure both runs have: regression_rule.judge_figure's word
     gpu_missing: str | None  # why the GPU times were not compared; None when they were
+    # The benchmark's extra_info in each run: its kernel tables explain a change.
+    infos: tuple[Any, Any] = (None, None)
 
     def ratio(self, figure: str = WALL) -> float | None:
         if figure not in self.verdicts:
@@ -69,13 +80,46 @@ def compare(baseline: Results, current: Results, threshold: float, z: float) -> 
         if name in baseline.timings:
             before, after = baseline.figures(name), current.figures(name)
             found = verdicts(before, after, threshold, z)
-            missing = gate.gpu_missing_reason(baseline, current, name)
-            rows.append(Compared(name, before, after, found, missing))
+            missing = gpu_missing_reason(baseline, current, name)
+            infos = (_extra_info(baseline, name), _extra_info(current, name))
+            rows.append(Compared(name, before, after, found, missing, infos))
     return Comparison(
         rows=sorted(rows, key=lambda row: -max(r for r in (row.ratio(WALL), row.ratio(GPU)) if r)),
         new=[name for name in current.timings if name not in baseline.timings],
         missing=[name for name in baseline.timings if name not in current.timings],
     )
+
+
+def _extra_info(results: Results, name: str) -> Any:
+    for entry in results.document.get("benchmarks", []):
+        if isinstance(entry, dict) and entry.get("fullname") == name:
+            return entry.get("extra_info")
+    return None
+
+
+def explained_blocks(rows: Sequence[Compared]) -> list[Block]:
+    """What changed inside each benchmark that moved: its kernels whose GPU time per call changed most."""
+    moved = [r for r in rows if r.word != "unchanged"]
+    if not moved:
+        return []
+    blocks: list[Block] = [
+        Heading(3, "What changed inside"),
+        Paragraph(
+            "Per benchmark that moved, the kernels whose GPU time per call changed most (extra_info "
+            "gpu_kernels: launches and microseconds per call of its profiled calls); '-' where a kernel "
+            "is not among that run's 20 costliest."
+        ),
+    ]
+    for row in moved:
+        found = explanation_rows(*row.infos)
+        blocks.append(Paragraph(f"{row.name.removeprefix('perf/')}: {row.verdict}"))
+        if isinstance(found, str):
+            blocks.append(Paragraph(f"No kernel breakdown: {found}."))
+        elif found:
+            blocks.append(Table(KERNEL_HEADER, found, numeric=frozenset(range(0, 3))))
+        else:
+            blocks.append(Paragraph("No kernel's time or launches per call changed."))
+    return blocks
 
 
 def shown(fullname: str) -> Code:
@@ -133,6 +177,7 @@ def comparison_blocks(comparison: Comparison, threshold: float, z: float, out: P
     plot = ratio_plot(comparison.rows, out)
     if plot is not None:
         blocks += [Paragraph(plot.caption), Image(plot.file, plot.title)]
+    blocks += explained_blocks(comparison.rows)
     lists = (
         ("New (not in the baseline)", comparison.new),
         ("Missing (in the baseline only)", comparison.missing),

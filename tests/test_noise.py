@@ -1,0 +1,310 @@
+"""The runner's noise file (perf/tools/noise.py) and what the gate makes of it: each benchmark's GPU time
+judged at max(floor, k x its own run-to-run spread), the clock beside a slowdown, and a regression
+explained kernel by kernel; every bad input a note and a fallback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from perf.tools import noise
+from perf.tools.noise import GPU_FLOOR, K_MAX, choose_k, load_noise, spread
+from tests.test_gate import H100, NAMES, run_gate, section, stats, write_results
+
+STEADY, NOISY = NAMES[0], NAMES[1]
+
+
+def gpu_info(ms: float, sm_mhz: float | None = None, kernels: list | None = None) -> dict:
+    """extra_info of a benchmark whose calls kept the GPU busy for `ms` (a tight spread over 20 calls)."""
+    info = {"gpu_ms": ms, "gpu_ms_iqr": ms * 0.001, "gpu_ms_stddev": ms * 0.001, "gpu_calls": 20}
+    if sm_mhz is not None:
+        info["clocks"] = {"sm_mhz_mean": sm_mhz, "sm_mhz_min": sm_mhz - 30, "samples": 40}
+    if kernels is not None:
+        info["gpu_kernels"] = kernels
+    return info
+
+
+def result(tmp_path, name: str, gpu_ms: dict[str, float], gpu: str = H100, **info) -> str:
+    """A result file of the benchmarks of `gpu_ms` with those GPU times; their wall times unchanged from
+    base_ms()'s (2x), so that only the GPU time moves."""
+    benchmarks = {n: stats(2 * base_ms()[n] / 1e3, 0.02, seed=i) for i, n in enumerate(gpu_ms)}
+    extra = {n: gpu_info(ms, **info.get(n, {})) for n, ms in gpu_ms.items()}
+    return str(write_results(tmp_path / name, benchmarks, gpu=gpu, extra=extra))
+
+
+def base_ms() -> dict[str, float]:
+    return {name: 10.0 + i for i, name in enumerate(NAMES)}
+
+
+def noise_runs(tmp_path, wobble: dict[str, float]) -> list[str]:
+    """Three runs of NAMES whose GPU times wobble by +-`wobble` (a fraction) around base_ms()."""
+    files = []
+    for r, sign in enumerate((0, 1, -1)):
+        ms = {n: m * (1 + sign * wobble.get(n, 0.001)) for n, m in base_ms().items()}
+        files.append(result(tmp_path, f"run{r}.json", ms))
+    return files
+
+
+class CopyRunner:
+    """Stands in for `pytest ... --benchmark-json=PATH`: copies the next result file there, exits with the
+    next code (0 once they run out)."""
+
+    def __init__(self, files: list[str], codes: tuple[int, ...] = ()):
+        self.files, self.codes, self.calls = list(files), list(codes), []
+
+    def __call__(self, args, json_path) -> int:
+        self.calls.append(list(args))
+        if self.files:
+            shutil.copyfile(self.files.pop(0), json_path)
+        return self.codes.pop(0) if self.codes else 0
+
+
+@pytest.fixture
+def noise_file(tmp_path, capsys):
+    runs = noise_runs(tmp_path, {NOISY: 0.02})
+    out = tmp_path / "noise.json"
+    assert noise.main(["--from", *runs, "--out", str(out)]) == 0
+    capsys.readouterr()
+    return out, runs
+
+
+# --------------------------------------------------------------------------- the noise file
+def test_spread_is_the_largest_ratio_less_one():
+    assert spread([10.0, 10.2, 9.9]) == pytest.approx(10.2 / 9.9 - 1)
+
+
+def test_k_is_what_the_left_out_run_needed():
+    # Two benchmarks: one whose third run fell 3% off the farther of two that agreed within 1%: k 3.
+    k, basis = choose_k({"a": [100.0, 101.0, 103.0], "b": [50.0, 50.1, 50.05]})
+    assert k == pytest.approx(3.0, rel=0.01) and basis["set_by"] == "a" and not basis["capped"]
+    # Within the floor everywhere: k stays at its least, 1.
+    assert choose_k({"a": [100.0, 100.5, 101.0]})[0] == 1.0
+    # Two runs that agreed exactly and a third far off: capped.
+    k, basis = choose_k({"a": [100.0, 100.0, 110.0]})
+    assert k == K_MAX and basis["capped"]
+
+
+def test_noise_file_holds_each_benchmarks_spread_and_the_noise_runs_pass_against_each_other(
+    tmp_path, capsys, noise_file
+):
+    out, runs = noise_file
+    data = json.loads(out.read_text())
+    assert data["gpu"] == H100 and len(data["runs"]) == 3 and data["floor"] == GPU_FLOOR
+    assert data["benchmarks"][NOISY]["gpu_spread"] == pytest.approx(1.02 / 0.98 - 1, rel=1e-4)
+    loaded = load_noise(out)
+    assert loaded.threshold(STEADY).source == "floor" and loaded.threshold(STEADY).value == GPU_FLOOR
+    assert loaded.threshold(NOISY).value == pytest.approx(loaded.k * (1.02 / 0.98 - 1), rel=1e-4)
+    for i, baseline in enumerate(runs):  # never fail the runs the file was made of
+        for current in runs[:i] + runs[i + 1 :]:
+            code, output, _ = run_gate(capsys, "--baseline", baseline, "--current", current, "--noise", out)
+            assert code == 0, output
+
+
+def test_noise_runs_the_selection_n_times_and_writes_whole(tmp_path, capsys):
+    runs = noise_runs(tmp_path, {})
+    runner = CopyRunner(runs)
+    out = tmp_path / "gpu" / "noise.json"
+    code = noise.main(["--runs", "3", "--out", str(out), "--", "--tier", "pr"], runner=runner)
+    assert code == 0 and len(runner.calls) == 3
+    assert all(call[:3] == ["perf/", "--tier", "pr"] for call in runner.calls)
+    printed = capsys.readouterr().out
+    assert f"{len(NAMES)} benchmarks over 3 runs written to {out}" in printed
+    assert f"GPU-time thresholds of {len(NAMES)} benchmarks: {len(NAMES)} at the floor" in printed
+    assert not list(out.parent.glob("*.partial"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--runs", "1"], "--runs 1: accepted is an integer >= 2"),
+        (["--from"], "expected at least one argument"),
+    ],
+)
+def test_bad_options_write_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "noise.json"
+    assert noise.main([*argv, "--out", str(out)], runner=CopyRunner([])) == 2
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_runs_of_two_gpus_are_refused_and_an_existing_file_stays(tmp_path, capsys):
+    out = tmp_path / "noise.json"
+    out.write_text("{}")
+    h200 = result(tmp_path, "h200.json", base_ms(), gpu="NVIDIA H200")
+    code = noise.main(["--from", *noise_runs(tmp_path, {})[:2], h200, "--out", str(out)])
+    assert code == 2 and "results of different processors are not comparable" in capsys.readouterr().err
+    assert out.read_text() == "{}"
+
+
+def test_a_failed_run_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "noise.json"
+    runner = CopyRunner(noise_runs(tmp_path, {}), codes=(0, 1))
+    assert noise.main(["--out", str(out)], runner=runner) == 2
+    assert "failed with exit code 1" in capsys.readouterr().err and not out.exists()
+
+
+# --------------------------------------------------------------------------- the gate with it
+def slower(factor: dict[str, float]) -> dict:
+    return {n: m * factor.get(n, 1.0) for n, m in base_ms().items()}
+
+
+def test_a_small_gpu_slowdown_fails_at_its_own_threshold_and_passes_without_a_noise_file(
+    tmp_path, capsys, noise_file
+):
+    out, runs = noise_file
+    current = result(tmp_path, "current.json", slower({STEADY: 1.03, NOISY: 1.03}))
+    code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", out)
+    assert code == 1, output
+    assert section(output, "regressions") == [STEADY]  # 3% beyond the floor; NOISY's spread is 4%
+    row = next(line for line in output.splitlines() if line.endswith(STEADY) and line.startswith("  gpu"))
+    assert "1.5% (floor)" in row
+    assert f"noise: {out} (3 runs" in output
+    code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", "off")
+    assert code == 0 and "GPU time judged at --threshold 5%" in output
+
+
+@pytest.mark.parametrize(
+    ("content", "note"),
+    [
+        ("{not json", "cannot be read as JSON"),
+        ('{"format": "something else"}', "not a noise file of this suite"),
+        ('{"format": "perf-noise/1", "k": -1, "floor": 0.015, "gpu": "x", "benchmarks": {}}', "damaged"),
+    ],
+)
+def test_a_damaged_noise_file_is_a_note_and_the_threshold(tmp_path, capsys, noise_file, content, note):
+    _, runs = noise_file
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    current = result(tmp_path, "current.json", slower({STEADY: 1.03}))
+    code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", bad)
+    assert code == 0  # judged at 5%, not failed for the file's sake
+    assert f"noise: not used, {bad}: " in output and note in output and "--threshold 5%" in output
+
+
+def test_a_noise_file_of_another_gpu_is_not_used(tmp_path, capsys, noise_file):
+    out, runs = noise_file
+    data = json.loads(out.read_text())
+    data["gpu"] = "NVIDIA H200"
+    out.write_text(json.dumps(data))
+    current = result(tmp_path, "current.json", slower({STEADY: 1.03}))
+    code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", out)
+    assert code == 0 and "was measured on NVIDIA H200, the baseline on NVIDIA H100" in output
+
+
+def test_benchmarks_the_noise_file_does_not_know_are_judged_at_the_threshold(tmp_path, capsys, noise_file):
+    out, runs = noise_file
+    data = json.loads(out.read_text())
+    del data["benchmarks"][STEADY]
+    out.write_text(json.dumps(data))
+    current = result(tmp_path, "current.json", slower({STEADY: 1.03}))
+    code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", out)
+    assert code == 0
+    assert "1 benchmark(s) not in the noise file" in output
+
+
+def test_the_noise_file_beside_the_baselines_is_found(tmp_path, capsys, noise_file):
+    out, runs = noise_file
+    folder = tmp_path / "baselines" / "nvidia-h100-80gb-hbm3"
+    folder.mkdir(parents=True)
+    (folder / "noise.json").write_text(out.read_text())
+    current = result(tmp_path, "current.json", slower({STEADY: 1.03}))
+    code, output, _ = run_gate(
+        capsys, "--baseline", runs[0], "--current", current, baselines_dir=tmp_path / "baselines"
+    )
+    assert code == 1 and f"noise: {folder / 'noise.json'}" in output
+    code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, baselines_dir=tmp_path)
+    assert code == 0 and "noise: no noise file at" in output
+
+
+# --------------------------------------------------------------------------- the clock beside it
+def test_a_slowdown_the_clock_explains_is_listed_not_failed(tmp_path, capsys):
+    base = result(tmp_path, "base.json", base_ms(), **{STEADY: {"sm_mhz": 1980.0}})
+    # 4% slower with a 4.5% lower clock: within 5% at the baseline's clock.
+    current = result(tmp_path, "current.json", slower({STEADY: 1.04}), **{STEADY: {"sm_mhz": 1890.0}})
+    code, output, _ = run_gate(
+        capsys, "--baseline", base, "--current", current, "--noise", "off", "--threshold", "0.02"
+    )
+    assert code == 0, output
+    assert section(output, "clock moved") == [STEADY]
+    assert "1980->1890" in output
+
+
+def test_a_slowdown_beyond_what_the_clock_explains_still_fails_with_the_clock_beside_it(tmp_path, capsys):
+    base = result(tmp_path, "base.json", base_ms(), **{STEADY: {"sm_mhz": 1980.0}})
+    current = result(tmp_path, "current.json", slower({STEADY: 1.08}), **{STEADY: {"sm_mhz": 1880.0}})
+    code, output, _ = run_gate(
+        capsys, "--baseline", base, "--current", current, "--noise", "off", "--threshold", "0.02"
+    )
+    assert code == 1
+    row = next(line for line in output.splitlines() if line.startswith("  gpu") and line.endswith(STEADY))
+    assert "1980->1880" in row
+    assert "1 GPU-time regression(s) ran at a lower SM clock" in output
+
+
+def test_a_slowdown_at_the_same_clock_is_not_the_clocks(tmp_path, capsys):
+    base = result(tmp_path, "base.json", base_ms(), **{STEADY: {"sm_mhz": 1980.0}})
+    current = result(tmp_path, "current.json", slower({STEADY: 1.04}), **{STEADY: {"sm_mhz": 1975.0}})
+    code, output, _ = run_gate(
+        capsys, "--baseline", base, "--current", current, "--noise", "off", "--threshold", "0.02"
+    )
+    assert code == 1 and "clock moved:" not in output
+
+
+# --------------------------------------------------------------------------- explained kernel by kernel
+def kernels(gemm_us: float, added: bool = False) -> list[dict]:
+    rows = [
+        {"kernel": "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", "launches": 24.0, "us": gemm_us},
+        {
+            "kernel": "vectorized_elementwise_kernel<4, CUDAFunctor_add<BFloat16>>",
+            "launches": 50.0,
+            "us": 900.0,
+        },
+    ]
+    if added:
+        rows.insert(1, {"kernel": "sin_kernel_cuda", "launches": 12.0, "us": 310.0})
+    return rows
+
+
+def test_a_regression_names_the_kernels_that_changed(tmp_path, capsys):
+    base = result(tmp_path, "base.json", base_ms(), **{STEADY: {"kernels": kernels(9000.0)}})
+    current = result(
+        tmp_path,
+        "current.json",
+        slower({STEADY: 1.031}),
+        **{STEADY: {"kernels": kernels(9000.0, added=True)}},
+    )
+    code, output, _ = run_gate(
+        capsys, "--baseline", base, "--current", current, "--noise", "off", "--threshold", "0.02"
+    )
+    assert code == 1
+    explained = output[output.index("what changed inside") :]
+    assert STEADY in explained and "sin_kernel_cuda" in explained and "+310" in explained
+    assert "nvjet" not in explained  # unchanged kernels are left out
+
+
+def test_without_kernel_tables_the_gate_says_why_there_is_no_breakdown(tmp_path, capsys):
+    base = result(tmp_path, "base.json", base_ms())
+    current = result(
+        tmp_path, "current.json", slower({STEADY: 1.031}), **{STEADY: {"kernels": kernels(9000.0)}}
+    )
+    code, output, _ = run_gate(
+        capsys, "--baseline", base, "--current", current, "--noise", "off", "--threshold", "0.02"
+    )
+    assert code == 1
+    assert f"no kernel breakdown for {STEADY}: the baseline has no kernel table" in output
+
+
+# --------------------------------------------------------------------------- a narrower selection
+def test_benchmarks_outside_the_runs_selection_are_counted_and_selected_ones_listed(tmp_path, capsys):
+    base = result(tmp_path, "base.json", base_ms())
+    kept = {n: m for n, m in base_ms().items() if n not in (NAMES[2], NAMES[3])}
+    current = tmp_path / "current.json"
+    result(tmp_path, "current.json", kept)
+    data = json.loads(current.read_text())
+    data["perf"] = {"tier": "pr", "selected": [n for n in NAMES if n != NAMES[3]]}  # NAMES[2] skipped
+    current.write_text(json.dumps(data))
+    code, output, _ = run_gate(capsys, "--baseline", base, "--current", current, "--noise", "off")
+    assert code == 0
+    assert section(output, "missing (selected by this run") == [NAMES[2]]
+    assert "1 benchmark(s) of the baseline outside this run's selection: not compared" in output
