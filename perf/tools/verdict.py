@@ -79,6 +79,14 @@ def _missing_lines(missing: Sequence[str], current: Results) -> list[str]:
     return lines
 
 
+def _missing_count(missing: Sequence[str], current: Results) -> str:
+    selected = selection(current)
+    if selected is None:
+        return f"{len(missing)} missing"
+    lost = sum(name in selected for name in missing)
+    return f"{lost} missing, {len(missing) - lost} outside the selection"
+
+
 def _explained(changes: Sequence[Change], baseline: Results, current: Results) -> list[str]:
     """What changed inside each benchmark that moved, kernel by kernel, once per benchmark."""
     lines: list[str] = []
@@ -146,7 +154,8 @@ def report(
         f"{comparison.compared} compared, {len(comparison.improvements)} faster, "
         f"{len(not_persisted)} did not persist, {len(comparison.host_bound)} host-bound slower, "
         f"{len(comparison.clock_moved)} clock moved, {len(comparison.new)} new, "
-        f"{len(comparison.missing)} missing, {sum(map(len, comparison.wall_only.values()))} without GPU time; "
+        f"{_missing_count(comparison.missing, current)}, "
+        f"{sum(map(len, comparison.wall_only.values()))} without GPU time; "
         f"threshold {rule.threshold:.0%}, z {rule.z:g}, host-bound {rule.host_threshold:.0%}"
     )
     if regressions:
