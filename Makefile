@@ -15,12 +15,14 @@ $(VENV)/.suite-ready: pyproject.toml scripts/bootstrap_env.py
 # testpaths, run when ARGS names no path: a path in ARGS selects instead of it. A process per core
 # (pytest-xdist): on a fresh GPU machine most of the time is compiling (Triton kernels, TorchInductor),
 # which one process does one at a time. TEST_WORKERS=0 runs them in this process. The tests that time
-# the GPU or the host run alone (the `alone` marker, tests/alone.py), all in one worker: loadgroup.
+# the GPU or the host run alone (the `alone` marker, tests/alone.py), all in one worker: loadgroup. Nothing in the
+# tests' own processes is a benchmark (those they start measure): --benchmark-disable, which also keeps
+# pytest-benchmark from warning that xdist disables it.
 TEST_WORKERS ?= auto
 
 test: env
 	TRITON_INTERPRET=$${TRITON_INTERPRET-$$($(PY) -c "import torch; print(0 if torch.cuda.is_available() else 1)")} \
-		$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+		$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --benchmark-disable $(ARGS)
 
 # ARGS go to pytest as they are, and pytest's own parser tells their paths from option values:
 # perf/ is not given as a path but as pytest's testpaths (PERF_TESTPATHS), which pytest runs only when ARGS

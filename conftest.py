@@ -8,6 +8,7 @@ and what the terminal says about it.
 
 pytest_plugins = [
     "perf.plugin.options",  # --tier, --presets, ...: the options and the tier they choose
+    "perf.plugin.result_files",  # result files written whole; an interrupted or failed run's as partial
     "perf.plugin.baselines",  # results stored and compared per GPU model under baselines/<gpu>/
     "perf.plugin.session",  # the run's device and tier; the session as one rank of torchrun or srun
     "perf.plugin.parametrize",  # the tier's axes as benchmark parameters, with the ids baselines keep

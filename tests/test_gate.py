@@ -81,6 +81,9 @@ def suite(medians: dict[str, float] | None = None, iqr_fraction: float = 0.02, s
 
 
 def run_gate(capsys, *argv, **kwargs) -> tuple[int, str, str]:
+    """The gate's command line; a run of its own (a runner given) is on an H100 unless `machine` says."""
+    if "runner" in kwargs:
+        kwargs.setdefault("machine", lambda device: H100)
     code = gate.main([str(a) for a in argv], **kwargs)
     out, err = capsys.readouterr()
     return code, out, err
@@ -455,11 +458,27 @@ def test_no_stored_baseline_for_this_machine_is_refused(tmp_path, capsys, files)
     assert "no stored baseline for " in err and "give --baseline FILE" in err
 
 
-def test_run_on_another_processor_than_the_baseline_is_refused(capsys, files):
+def test_run_on_another_processor_than_the_baseline_is_refused_before_anything_runs(capsys, files):
     runner = FakeRunner(suite())
     other = write_results(files["base"].with_name("h200.json"), suite(), gpu="NVIDIA H200")
     err = refused(capsys, "--baseline", other, runner=runner)
-    assert f"this run was recorded on {H100}, --baseline {other} on NVIDIA H200" in err
+    assert f"--baseline {other} was recorded on NVIDIA H200, this run would be on {H100}" in err
+    assert "(nothing was run)" in err and runner.calls == []
+
+
+def test_the_device_among_pytest_arguments_decides_the_machine(capsys, files):
+    asked = []
+    machine = lambda device: asked.append(device) or "the CPU (Intel(R) Xeon(R) Processor)"  # noqa: E731
+    err = refused(
+        capsys, "--baseline", files["base"], "--", "--device=cpu", runner=FakeRunner(), machine=machine
+    )
+    assert asked == ["cpu"] and "this run would be on the CPU" in err
+
+
+def test_a_selection_that_does_not_exist_is_refused_before_anything_runs(capsys, files):
+    runner = FakeRunner(suite())
+    err = refused(capsys, "--baseline", files["base"], "--", "perf/test_nope.py", runner=runner)
+    assert "perf/test_nope.py: no such file or folder under perf/" in err and runner.calls == []
 
 
 def test_failed_pytest_run_is_refused(capsys, files):

@@ -163,7 +163,7 @@ def test_gate_runs_the_selection_in_args_or_perf(tmp_path, capsys, args, expecte
         calls.append(list(pytest_args))
         return 5  # nothing collected: the gate stops there, with the arguments it gave pytest recorded
 
-    assert gate.main(argv[2:], runner=runner) == 2
+    assert gate.main(argv[2:], runner=runner, machine=lambda device: "the CPU (test)") == 2
     assert calls == [expected]
     capsys.readouterr()
 
@@ -178,19 +178,21 @@ COLLECTED = {
 
 @pytest.fixture(scope="module")
 def collected() -> dict[str, tuple[set[str], str]]:
-    """For each of COLLECTED: (the files `make bench ARGS="args --collect-only -q"` collects, its note on
-    the comparison). The runs are started together: each is mostly imports, so they overlap well."""
+    """For each of COLLECTED: (the files `make bench ARGS="args --collect-only"` collects, its note on the
+    comparison). Not -q: a quiet collection lists node ids alone, without the suite's notes. The runs are
+    started together: each is mostly imports, so they overlap well."""
     runs = {
-        key: make("bench", f"{args} --collect-only -q -p no:cacheprovider", py=sys.executable)
+        key: make("bench", f"{args} --collect-only -p no:cacheprovider", py=sys.executable)
         for key, args in COLLECTED.items()
     }
     results = {}
     for key, run in runs.items():
         code, stdout, stderr = finished(run)
         assert code == 0, stdout[-3000:] + stderr[-3000:]
-        notes = NOTE.findall(stdout)
+        notes = NOTE.findall(stdout.replace("perf: ", ""))
         assert notes, stdout[-3000:]
-        results[key] = ({line.split("::")[0] for line in stdout.splitlines() if "::" in line}, notes[-1])
+        assert "<Dir tests>" not in stdout  # the correctness tests are not collected beside perf/
+        results[key] = ({f"perf/{name}" for name in re.findall(r"<Module (\S+)>", stdout)}, notes[-1])
     return results
 
 
@@ -213,7 +215,8 @@ def test_flags_alone_collect_perf_and_users_compare_wins(collected):
 def test_make_test_runs_tests_by_testpaths_so_a_path_in_args_selects():
     own, user = pytest_argv("test", "tests/test_toy.py -q")
     # A worker per core, the `alone` tests in one of them; pytest.ini's testpaths = tests without a path.
-    assert own == ["-n", "auto", "--dist", "loadgroup"] and user == ["tests/test_toy.py", "-q"]
+    assert own == ["-n", "auto", "--dist", "loadgroup", "--benchmark-disable"]
+    assert user == ["tests/test_toy.py", "-q"]
 
 
 def test_make_test_workers_can_be_set_or_turned_off():

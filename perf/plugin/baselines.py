@@ -16,10 +16,13 @@ import pytest
 import torch
 
 from perf import harness
+from perf.plugin.result_files import partial_results
 from perf.storage import BASELINES, ROOT, recorded_on
 from perf.workloads import launched_session
 
 DEFAULT_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, replaced by baselines/<gpu>/
+# How to save a baseline without make: pytest from the environment `make` sets up.
+SAVE_COMMAND = "`.venv/bin/python -m pytest perf/ --benchmark-save=NAME`"
 
 
 def route_results_to_baselines(config: pytest.Config, device: torch.device) -> None:
@@ -57,23 +60,33 @@ def _check_baseline(config: pytest.Config, device: torch.device, folder: Path) -
             _no_comparison(
                 config,
                 f"no stored baseline for {folder.name} (looked in {_shown(folder)}/). This run is not "
-                "compared; save one with `make baseline` or `pytest perf/ --benchmark-save=NAME`.",
+                f"compared; save one with `make baseline NAME=...` ({SAVE_COMMAND} without make).",
             )
             return
         candidates = [stored[-1]]
     elif compare:
-        # As pytest-benchmark reads it: a file, a name prefix in this machine's folder, or 'machine/prefix'.
-        candidates = (
-            sorted(folder.glob(f"{compare}*.json"))
-            or sorted(folder.parent.glob(f"{compare}*.json"))
-            or [Path(compare)]
-        )
+        # As pytest-benchmark reads it: a file (absolute or relative), a name prefix in this machine's
+        # folder, or 'machine/prefix'.
+        given = Path(compare).expanduser()
+        if given.is_absolute() or given.is_file():
+            candidates = [given]
+        else:
+            candidates = sorted(folder.glob(f"{compare}*.json")) or sorted(
+                folder.parent.glob(f"{compare}*.json")
+            )
+        if not candidates:
+            _no_comparison(
+                config,
+                f"cannot compare against {compare!r}: no file of that name, and no stored result starting "
+                f"with it in {_shown(folder)}/.",
+            )
+            return
     else:
         return
     for path in candidates:
         problem = _baseline_problem(path, device)
         if problem:
-            _no_comparison(config, f"cannot compare against {_shown(path)}: {problem}")
+            _no_comparison(config, f"cannot compare against {_shown(path)}: {problem}.")
             return
     config.perf_notes.append(f"comparing against {', '.join(_shown(p) for p in candidates)}")
 
@@ -85,7 +98,7 @@ def _shown(path: Path) -> str:
 
 def _no_comparison(config: pytest.Config, message: str) -> None:
     if config.option.benchmark_compare_fail:
-        raise pytest.UsageError(message + " A regression gate needs a baseline of this GPU.")
+        raise pytest.UsageError(f"{message} A regression gate needs a baseline of this GPU.")
     config.option.benchmark_compare = False
     config.perf_notes.append(message)
 
@@ -102,6 +115,9 @@ def _baseline_problem(path: Path, device: torch.device) -> str | None:
         return f"unreadable result file ({type(err).__name__}: {err})"
     if not isinstance(benchmarks, list) or not isinstance(info, dict):
         return "unreadable result file (no list of benchmarks or no machine info)"
+    partial = data.get("perf", {}).get("partial") if isinstance(data.get("perf"), dict) else None
+    if partial:
+        return f"it holds partial results ({partial})"
     stored, current = _recorded_on(info.get("perf")), _recorded_on(harness.machine_info(device))
     if stored != current:
         return f"it was recorded on {stored}, this run is on {current}; such results are not comparable"
@@ -134,3 +150,4 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
         "tier": config.perf_tier.name,
         "selected": sorted(getattr(config, "perf_selected", [])),
     }
+    partial_results(config, output_json)

@@ -8,6 +8,7 @@ names the option and the accepted values, so that a typo never runs (or stores) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,10 +87,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _split(option: str, raw: str) -> tuple[str, ...]:
+def _split(option: str, raw: str, accepted: tuple | None = None) -> tuple[str, ...]:
     values = tuple(v.strip() for v in raw.split(",") if v.strip())
     if not values:
-        raise pytest.UsageError(f"--{option}: give at least one value")
+        what = f"accepted: {', '.join(map(str, accepted))}" if accepted else "give at least one value"
+        raise pytest.UsageError(f"--{option}: empty; {what}")
     return values
 
 
@@ -107,8 +109,8 @@ def _parse_ints(option: str, raw: str, minimum: int) -> tuple[int, ...]:
 
 
 def _parse_names(option: str, raw: str, accepted: tuple | None = None) -> tuple[str, ...]:
-    values = _split(option, raw)
     accepted = AXIS_CHOICES[option] if accepted is None else accepted
+    values = _split(option, raw, accepted)
     for v in values:
         if v not in accepted:
             raise pytest.UsageError(f"--{option}: unknown value {v!r}; accepted: {', '.join(accepted)}")
@@ -169,30 +171,34 @@ def select_tier(config: pytest.Config, device: torch.device) -> Tier:
         name = "default" if device.type == "cuda" else "cpu"
     if name not in TIERS:
         raise pytest.UsageError(f"--tier: unknown tier {name!r}; accepted: auto, {', '.join(TIERS)}")
-    opt = config.getoption
-    optimizer = opt("optimizer")
+
+    def opt(dest: str, parse: Callable[..., tuple], *args: object) -> tuple | None:
+        """The option's values by `parse`, or None where it was not given; an empty value is given
+        (and refused by `parse`, naming what is accepted), never the tier's default."""
+        raw = config.getoption(dest)
+        return None if raw is None else parse(dest.replace("_", "-"), raw, *args)
+
+    optimizer = config.getoption("optimizer")
     if optimizer is not None and optimizer not in AXIS_CHOICES["optimizer"]:
         raise pytest.UsageError(
             f"--optimizer: unknown value {optimizer!r}; accepted: {', '.join(AXIS_CHOICES['optimizer'])}"
         )
-    presets = opt("presets") and _parse_names("presets", opt("presets"))
-    precisions = opt("precisions") and _parse_names("precisions", opt("precisions"))
-    contexts = opt("contexts") and _parse_ints("contexts", opt("contexts"), minimum=1)
-    seqs = opt("seqs") and _parse_ints("seqs", opt("seqs"), minimum=1)
-    head_dims = opt("head_dims") and _parse_ints("head-dims", opt("head_dims"), minimum=1)
+    presets = opt("presets", _parse_names)
+    precisions = opt("precisions", _parse_names)
+    contexts = opt("contexts", _parse_ints, 1)
+    seqs = opt("seqs", _parse_ints, 1)
+    head_dims = opt("head_dims", _parse_ints, 1)
     tier = TIERS[name].with_overrides(
         presets=presets,
         precisions=precisions,
-        impls=opt("impls") and _parse_names("impls", opt("impls")),
+        impls=opt("impls", _parse_names),
         contexts=contexts,
-        warmups=opt("warmups") and _parse_ints("warmups", opt("warmups"), minimum=0),
-        launches=opt("launches") and _parse_names("launches", opt("launches")),
+        warmups=opt("warmups", _parse_ints, 0),
+        launches=opt("launches", _parse_names),
         optimizer=optimizer,
-        attention_providers=opt("attention_providers")
-        and _parse_names("attention-providers", opt("attention_providers")),
-        attention_modes=opt("attention_modes") and _parse_names("attention-modes", opt("attention_modes")),
-        attention_sweeps=opt("attention_sweeps")
-        and _parse_names("attention-sweeps", opt("attention_sweeps")),
+        attention_providers=opt("attention_providers", _parse_names),
+        attention_modes=opt("attention_modes", _parse_names),
+        attention_sweeps=opt("attention_sweeps", _parse_names),
         seqs=seqs,
         head_dims=head_dims,
         scaling_seqs=seqs,
@@ -206,21 +212,18 @@ def select_tier(config: pytest.Config, device: torch.device) -> Tier:
         memory_presets=presets,
         memory_contexts=contexts,
         graph_presets=presets,
-        matmul_sizes=opt("matmul_sizes") and _parse_ints("matmul-sizes", opt("matmul_sizes"), minimum=1),
-        transfer_sizes=opt("transfer_sizes") and _parse_sizes("transfer-sizes", opt("transfer_sizes")),
+        matmul_sizes=opt("matmul_sizes", _parse_ints, 1),
+        transfer_sizes=opt("transfer_sizes", _parse_sizes),
         allreduce_sizes=ALLREDUCE_SWEEP
-        if opt("allreduce_sweep")
-        else opt("allreduce_sizes") and _parse_sizes("allreduce-sizes", opt("allreduce_sizes")),
-        allreduce_backends=opt("allreduce_backends")
-        and _parse_names("allreduce-backends", opt("allreduce_backends")),
-        collectives=opt("collectives") and _parse_names("collectives", opt("collectives")),
-        collective_dtypes=opt("collective_dtypes")
-        and _parse_names("collective-dtypes", opt("collective_dtypes")),
-        placements=opt("placements") and _parse_names("placements", opt("placements")),
-        world_sizes=opt("world_sizes") and _parse_ints("world-sizes", opt("world_sizes"), minimum=1),
+        if config.getoption("allreduce_sweep")
+        else opt("allreduce_sizes", _parse_sizes),
+        allreduce_backends=opt("allreduce_backends", _parse_names),
+        collectives=opt("collectives", _parse_names),
+        collective_dtypes=opt("collective_dtypes", _parse_names),
+        placements=opt("placements", _parse_names),
+        world_sizes=opt("world_sizes", _parse_ints, 1),
         dp_presets=presets,
-        bucket_sizes_mb=opt("bucket_sizes_mb")
-        and _parse_positive_floats("bucket-sizes-mb", opt("bucket_sizes_mb")),
+        bucket_sizes_mb=opt("bucket_sizes_mb", _parse_positive_floats),
     )
     if tier.memory_presets is None:
         total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0

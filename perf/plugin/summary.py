@@ -13,6 +13,7 @@ import torch
 
 from perf import harness
 from perf.harness import clocks, gpu_time
+from perf.plugin import result_files
 from perf.tables.summary import SUMMARY_TABLES
 from perf.tiers import TIERS
 from perf.workloads import launched_session
@@ -24,7 +25,11 @@ def _collected_benchmarks(items: list[pytest.Item]) -> bool:
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
     """Said after collection, and only when benchmarks were collected: where they run and how."""
-    config.perf_collected = _collected_benchmarks(items) and launched_session.records_here()
+    # --collect-only -q lists node ids and nothing else: no header, no notes at its end.
+    quiet_list = config.option.collectonly and config.option.verbose < 0
+    config.perf_collected = (
+        _collected_benchmarks(items) and launched_session.records_here() and not quiet_list
+    )
     config.perf_attention_collected = any(
         "attention_provider" in getattr(i, "fixturenames", ()) for i in items
     )
@@ -63,7 +68,10 @@ def _cpu_notes(config: pytest.Config) -> list[str]:
     precisions = [p for p in default.precisions if p not in tier.precisions]
     left_out = f"GPU presets not run: {', '.join(presets)}; " if presets else ""
     if precisions:
-        left_out += f"not run: {', '.join(precisions)} (emulated by most CPUs; --precisions adds it); "
+        left_out += (
+            f"model steps and attention not in {', '.join(precisions)} (emulated by most CPUs; --precisions "
+            "adds it; the mixed-precision, matmul and collective suites run it); "
+        )
     providers = [p for p in default.attention_providers if p not in tier.attention_providers]
     if providers and getattr(config, "perf_attention_collected", False):
         left_out += f"attention providers not run: {', '.join(providers)} (--attention-providers adds them); "
@@ -84,7 +92,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         return
     infos = [b.extra_info for b in results]
     notes = _cpu_notes(config) + config.perf_notes + gpu_time.run_notes(infos) + clocks.run_note(infos)
-    notes += _stored_tuning_notes()
+    notes += _stored_tuning_notes() + result_files.run_note(config)
     if results:
         tr.section("derived figures (median)", sep="-")
         tr.write_line(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from perf.storage import BASELINES
@@ -26,6 +26,7 @@ from perf.tools.results import (
     check_same_machine,
     load_results,
     newest_baseline,
+    this_machine,
     this_machine_slug,
 )
 from perf.tools.runs import Runner, is_selection, measure, run_pytest, with_selection
@@ -111,6 +112,11 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
         raise GateError(f"--remeasure {options.remeasure}: accepted is an integer >= 0")
     if options.current is not None and options.save is not None:
         raise GateError("--save keeps the results of the gate's own run; with --current there is none")
+    missing = [a for a in options.pytest_args if a.startswith("perf/") and not is_selection(a)]
+    if missing:
+        raise GateError(
+            f"{missing[0]}: no such file or folder under perf/; give a path or node id that exists"
+        )
     if options.current is not None and options.pytest_args:
         raise GateError(
             "pytest arguments after -- need a run of the gate's own; leave them out with --current"
@@ -118,12 +124,31 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
     return options
 
 
-def _judge(options: argparse.Namespace, runner: Runner, baselines_dir: Path) -> int:
+def pytest_device(args: Sequence[str]) -> str:
+    """--device's value among pytest arguments ('auto' where it is not there)."""
+    for i, arg in enumerate(args):
+        if arg == "--device" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--device="):
+            return arg.removeprefix("--device=")
+    return "auto"
+
+
+def _judge(
+    options: argparse.Namespace, runner: Runner, baselines_dir: Path, machine: Callable[[str], str]
+) -> int:
     baseline_path = options.baseline or newest_baseline(baselines_dir, this_machine_slug())
     baseline = load_results(baseline_path, "--baseline")
     if options.current is not None:
         current = load_results(options.current, "--current")
     else:
+        # Every input that can be checked is checked before the suite runs: the baseline's processor too.
+        here = machine(pytest_device(options.pytest_args))
+        if here != baseline.machine:
+            raise GateError(
+                f"--baseline {baseline.path} was recorded on {baseline.machine}, this run would be on {here}; "
+                "results of different processors are not comparable (nothing was run)"
+            )
         current = measure(runner, with_selection(options.pytest_args), "--current", save=options.save)
     check_same_machine(baseline, current, f"--current {options.current}" if options.current else "this run")
     thresholds = gpu_thresholds(options.noise, baseline, options.threshold, baselines_dir)
@@ -149,12 +174,17 @@ def _judge(options: argparse.Namespace, runner: Runner, baselines_dir: Path) -> 
 
 
 def main(
-    argv: Sequence[str] | None = None, *, runner: Runner = run_pytest, baselines_dir: Path = BASELINES
+    argv: Sequence[str] | None = None,
+    *,
+    runner: Runner = run_pytest,
+    baselines_dir: Path = BASELINES,
+    machine: Callable[[str], str] = this_machine,
 ) -> int:
-    """The command line; returns the exit code (0 pass, 1 regression, 2 no verdict)."""
+    """The command line; returns the exit code (0 pass, 1 regression, 2 no verdict). `machine` names
+    the processor a run here on a --device would be recorded on."""
     try:
         options = _options(sys.argv[1:] if argv is None else argv)
-        return _judge(options, runner, baselines_dir)
+        return _judge(options, runner, baselines_dir, machine)
     except GateError as err:
         print(f"perf.tools.gate: error: {err}", file=sys.stderr)
         return 2

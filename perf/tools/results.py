@@ -57,6 +57,11 @@ def load_results(path: Path, role: str) -> Results:
             f"{where}: no benchmarks in it; a timed run (without --benchmark-disable) with "
             "--benchmark-json=FILE writes them"
         )
+    perf = data.get("perf") if isinstance(data, dict) else None
+    if isinstance(perf, dict) and perf.get("partial"):
+        raise GateError(
+            f"{where}: partial results, not a baseline or a run to judge ({perf['partial']}); measure again"
+        )
     machine_info = data.get("machine_info")
     machine = recorded_on(machine_info.get("perf") if isinstance(machine_info, dict) else None)
     if machine is None:
@@ -93,10 +98,21 @@ def newest_baseline(baselines_dir: Path, slug: str) -> Path:
     stored = sorted((baselines_dir / slug).glob("[0-9][0-9][0-9][0-9]_*.json"))
     if not stored:
         raise GateError(
-            f"no stored baseline for {slug} in {baselines_dir / slug}/; save one with `make baseline` "
-            "or give --baseline FILE"
+            f"no stored baseline for {slug} in {baselines_dir / slug}/; save one with `make baseline NAME=...` "
+            "on this machine, or give --baseline FILE"
         )
     return stored[-1]
+
+
+def this_machine(device: str = "auto") -> str:
+    """The processor a run here on `device` (--device's value) is recorded on, as results name it; torch
+    is imported only here (see this_machine_slug)."""
+    from perf.harness.machine import machine_info, resolve_device
+
+    try:
+        return recorded_on(machine_info(resolve_device(device))) or "an unknown machine"
+    except ValueError as err:
+        raise GateError(f"--device {device}: {err}") from None
 
 
 def this_machine_slug() -> str:
