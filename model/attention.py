@@ -142,8 +142,9 @@ class CausalMultiHeadSelfAttention(nn.Module):
         self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # view/transpose rather than einops.rearrange: 7 us against 19 us of host time per call
-        # (CPU, here), and the larger presets' bf16 steps are bound by host time on an H100.
+        # view/transpose rather than einops.rearrange: less host time per call (NOTES.md: Measurements
+        # behind comments in the code), and the larger presets' bf16 steps are bound by host time
+        # (NOTES.md: Whole training step as a CUDA graph).
         batch, seq_len, d_model = x.shape
         heads = (batch, seq_len, self.num_heads, d_model // self.num_heads)
         q = self.q_proj(x).view(heads).transpose(1, 2)  # (B, H, T, Dh)

@@ -77,8 +77,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The mean of squares over d_model features overflows fp16 and loses bits in bf16.
         # F.rms_norm is the same formula in fewer kernels. Written out (six launches), together
-        # with the RoPE upcast below, it made the small preset's forward 1.26x slower than the
-        # torch.nn reference model (bf16, H100, host-bound at batch 4); after both, 0.96-1.04x.
+        # with the RoPE upcast below, it made the small preset's host-bound bf16 forward slower than
+        # the torch.nn reference model; after both, on a par (NOTES.md: Measurements behind
+        # comments in the code).
         x32 = x.float()  # (..., D)
         normed = F.rms_norm(x32, (x32.shape[-1],), self.weight.float(), self.eps)  # (..., D)
         return normed.to(x.dtype)

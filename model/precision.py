@@ -66,7 +66,7 @@ def grad_scaler(precision: str, device_type: str | torch.device) -> torch.amp.Gr
 # torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) raise RuntimeError
 # while old and new disagree, as they do inside tf32(True) from torch's defaults. Inductor's
 # max-autotune calls the first one: torch.compile(mode="max-autotune") fails inside tf32(True)
-# (seen with torch 2.11 on an H100); the default mode compiles.
+# (NOTES.md: Measurements behind comments in the code); the default mode compiles.
 _HAS_FP32_PRECISION = hasattr(torch.backends.cuda.matmul, "fp32_precision")
 
 

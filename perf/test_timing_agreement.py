@@ -3,8 +3,8 @@
 harness, and then by the two references again; extra_info carries the ratios.
 
 The references run before and after the harness and are averaged: under a sustained matmul load
-an H100's clock drifts, and in a run with references only after the harness they read 2.5-2.8%
-slower than the harness, events and do_bench alike.
+the GPU's clock drifts, and references taken only after the harness read slower than the harness,
+events and do_bench alike (NOTES.md: Measurements behind comments in the code).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import torch
 from perf.harness import Work
 from perf.workloads.lm import lm_workload
 
-# 7168^3 in bf16: 7.4e11 flop, about 1 ms on an H100 (dense bf16 peak 989 TFLOP/s, ~770 reached).
+# 7168^3 in bf16: 7.4e11 flop, sized for a call of about a millisecond (what it reached: NOTES.md,
+# Measurements behind comments in the code).
 MATMUL_N = 7168
 CASES = ("matmul_bf16_1ms", "train_step_2.7b_bf16")
 

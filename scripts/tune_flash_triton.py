@@ -210,7 +210,7 @@ def _run_case(case: Case, device: torch.device) -> None:
     dtype = DTYPES[case.dtype]
     q, k, v = (torch.randn(shape, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
     grad = torch.randn(shape, device=device, dtype=dtype)
-    for kernel in tuning._KERNELS.values():
+    for kernel in tuning.AUTOTUNED.values():
         kernel.tuned.configs_timings = {}  # filled again only by a tuning of this case: no stale timings
     FlashAttentionTriton.apply(q, k, v, case.causal).backward(grad)
     torch.cuda.synchronize(device)
@@ -262,7 +262,7 @@ def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
     entries: dict[tuple, dict] = {}  # this run's, by case
     skipped = 0
     for i, case in enumerate(cases, 1):
-        before = {name: set(kernel.chosen) for name, kernel in tuning._KERNELS.items()}
+        before = {name: set(kernel.chosen) for name, kernel in tuning.AUTOTUNED.items()}
         begin = time.perf_counter()
         try:
             _run_case(case, device)
@@ -271,7 +271,7 @@ def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
             reason = str(err).splitlines()[0]
         seconds = time.perf_counter() - begin
         chosen, tuned_now = [], 0  # a kernel tuned before the other ran out of memory is kept
-        for name, kernel in tuning._KERNELS.items():
+        for name, kernel in tuning.AUTOTUNED.items():
             new = [key for key in kernel.chosen if key not in before[name]]
             tuned_now += len(new)
             for key in new:

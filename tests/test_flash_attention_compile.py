@@ -117,6 +117,6 @@ def test_forced_configuration_and_tuning_work_under_compile(monkeypatch):
     torch.testing.assert_close(fast(q, k, v, True), fat.flash_attention_triton(q, k, v, True))
     assert fat.chosen_configs()["forward"].endswith("(forced)")
     monkeypatch.delenv(fat.CONFIG_ENV)
-    monkeypatch.setattr(tuning._KERNELS["forward"], "chosen", {})
+    monkeypatch.setattr(tuning.AUTOTUNED["forward"], "chosen", {})
     torch.testing.assert_close(fast(q, k, v, True), fat.flash_attention_triton(q, k, v, True))
-    assert len(tuning._KERNELS["forward"].chosen) == 1
+    assert len(tuning.AUTOTUNED["forward"].chosen) == 1

@@ -196,7 +196,7 @@ def test_fp32_loads_through_tma_only_in_the_forward_from_128_columns():
     assert not any(launch._loads_through_tma("forward", F32, d) for d in (16, 32, 64, 80, 96))
     assert not any(launch._loads_through_tma("backward", F32, d) for d in HEAD_DIMS)
     assert all(
-        launch._loads_through_tma(kernel, dtype, 64) for kernel in tuning._KERNELS for dtype in (F16, BF16)
+        launch._loads_through_tma(kernel, dtype, 64) for kernel in tuning.AUTOTUNED for dtype in (F16, BF16)
     )
 
 
@@ -260,13 +260,13 @@ def test_grad_out_of_another_dtype_is_cast_by_autograd():
 def dq_conversions(monkeypatch) -> list[torch.Tensor]:
     """The dQ buffers the one-pass form's conversion was called with, in this test."""
     converted = []
-    convert = tuning._convert_dq
+    convert = tuning.convert_dq
 
     def recorded(dq_acc, sm_scale, dq):
         converted.append(dq_acc)
         convert(dq_acc, sm_scale, dq)
 
-    monkeypatch.setattr(tuning, "_convert_dq", recorded)
+    monkeypatch.setattr(tuning, "convert_dq", recorded)
     return converted
 
 
@@ -275,7 +275,7 @@ def backward_buffers(monkeypatch) -> list[tuple[int, bool]]:
     """Per backward launch in this test: the size of the fp32 dQ buffer it got and whether it got
     TMA descriptors (both are the one-pass form's)."""
     seen = []
-    kernel = tuning._KERNELS["backward"]
+    kernel = tuning.AUTOTUNED["backward"]
     original = kernel.launch
 
     def recorded(grid, *args, **kwargs):
@@ -411,7 +411,7 @@ def launches_run_out_of(monkeypatch, kernel: str, resource="shared memory", requ
     """Make the kernel's jit function refuse launches (those `when` picks by their kwargs) as Triton
     does when a compiled kernel needs more than the GPU has: the interpreter never does. Under the
     heuristics, so forced, autotuned and directly launched configurations all reach it."""
-    jit_fn = tuning._KERNELS[kernel].fixed.fn
+    jit_fn = tuning.AUTOTUNED[kernel].fixed.fn
     run = jit_fn.run
 
     def refused(*args, **kwargs):
@@ -485,8 +485,8 @@ def autotuner_runs(monkeypatch) -> dict[str, int]:
     """Calls of each kernel's autotuner in this test, which starts as a fresh process would: no
     FLASH_TRITON_CONFIG and no key tuned yet (the autotuner's own cache is left as it is)."""
     monkeypatch.delenv(fat.CONFIG_ENV, raising=False)
-    runs = dict.fromkeys(tuning._KERNELS, 0)
-    for name, kernel in tuning._KERNELS.items():
+    runs = dict.fromkeys(tuning.AUTOTUNED, 0)
+    for name, kernel in tuning.AUTOTUNED.items():
         monkeypatch.setattr(kernel, "chosen", {})
 
         def counted(*args, _name=name, _run=kernel.tuned.run, **kwargs):
@@ -526,7 +526,7 @@ def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, 
     torch.manual_seed(0)
     inputs = qkv((1, 2), 70, 90, 32, F16)
     check(*inputs, True)
-    backward = tuning._KERNELS["backward"]
+    backward = tuning.AUTOTUNED["backward"]
     # Before tuning the buffer is there if any candidate left for these rows is one-pass (on a GPU).
     candidates = configs._prune(backward.tuned.configs, {"Q": inputs[0], "HEAD_DIM": 32})
     assert (backward_buffers[0][0] > 0) == any(c.kwargs["ATOMIC_DQ"] for c in candidates)
@@ -545,7 +545,7 @@ def test_a_tuned_key_runs_its_own_configuration(autotuner_runs, dq_conversions, 
 def fresh_autotuner(monkeypatch, autotuner_runs):
     """autotuner_runs, with the autotuners' in-process choices cleared and nothing written to Triton's
     on-disk timings (a refused candidate times as infinite: it must not be cached for later runs)."""
-    for kernel in tuning._KERNELS.values():
+    for kernel in tuning.AUTOTUNED.values():
         monkeypatch.setattr(kernel.tuned, "cache", {})
         monkeypatch.setattr(kernel.tuned, "cache_results", False)
     return autotuner_runs
@@ -554,7 +554,7 @@ def fresh_autotuner(monkeypatch, autotuner_runs):
 @pytest.mark.autotuned
 def test_the_autotuner_skips_a_candidate_out_of_shared_memory(monkeypatch, fresh_autotuner):
     """Unforced, a candidate Triton refuses is timed as infinite and another is chosen, as before."""
-    forward = tuning._KERNELS["forward"]
+    forward = tuning.AUTOTUNED["forward"]
     big, small = (configs._config("forward", tiles, 4, 1) for tiles in ((64, 64), (32, 16)))
     monkeypatch.setattr(forward.tuned, "configs", [big, small])
     launches_run_out_of(monkeypatch, "forward", when=lambda kwargs: kwargs["BLOCK_M"] == 64)
@@ -574,7 +574,7 @@ def test_the_autotuner_skips_a_candidate_out_of_shared_memory(monkeypatch, fresh
 def test_an_unforced_launch_out_of_resources_is_left_as_triton_raised_it(monkeypatch, fresh_autotuner):
     """Without FLASH_TRITON_CONFIG no entry is to blame: Triton's OutOfResources passes unchanged, from
     the autotuner's launch and from the direct launch of a tuned key."""
-    forward = tuning._KERNELS["forward"]
+    forward = tuning.AUTOTUNED["forward"]
     q, k, v = qkv((1, 2), 40, 40, 16, F32)
     for tuned in (False, True):
         with monkeypatch.context() as patched:
@@ -614,7 +614,7 @@ def stored_table(monkeypatch, tmp_path, autotuner_runs):
 def _tuned_keys(q, k, v, causal):
     """The forward's and backward's tuning keys of these inputs, from one autotuned call."""
     out_and_grads(flash_attention_triton, q, k, v, torch.randn_like(q), causal)
-    return {name: next(iter(kernel.chosen)) for name, kernel in tuning._KERNELS.items()}
+    return {name: next(iter(kernel.chosen)) for name, kernel in tuning.AUTOTUNED.items()}
 
 
 @pytest.mark.autotuned
@@ -622,14 +622,14 @@ def test_a_stored_case_launches_its_configuration_without_the_autotuner(stored_t
     torch.manual_seed(0)
     q, k, v = qkv((1, 2), 70, 90, 32, F16)
     keys = _tuned_keys(q, k, v, True)
-    chosen = {name: tuning._KERNELS[name].chosen[key] for name, key in keys.items()}
+    chosen = {name: tuning.AUTOTUNED[name].chosen[key] for name, key in keys.items()}
     stored_table([stored.case_entry(name, keys[name], chosen[name]) for name in keys])
-    for kernel in tuning._KERNELS.values():
+    for kernel in tuning.AUTOTUNED.values():
         kernel.chosen.clear()
     autotuner_runs.update(forward=0, backward=0)
     check(q, k, v, True)
     assert autotuner_runs == {"forward": 0, "backward": 0}
-    assert {name: tuning._KERNELS[name].chosen[keys[name]] for name in keys} == chosen
+    assert {name: tuning.AUTOTUNED[name].chosen[keys[name]] for name in keys} == chosen
     check(*qkv((1, 2), 70, 200, 32, F16), True)  # another key bucket: not stored, tuned
     assert autotuner_runs == {"forward": 1, "backward": 1}
 
@@ -640,13 +640,13 @@ def test_a_stored_case_that_does_not_fit_is_tuned_with_a_note(stored_table, auto
     torch.manual_seed(0)
     q, k, v = qkv((1, 2), 40, 40, 16, F32)
     keys = _tuned_keys(q, k, v, False)
-    config = tuning._KERNELS["forward"].chosen[keys["forward"]]
+    config = tuning.AUTOTUNED["forward"].chosen[keys["forward"]]
     if fault == "not a candidate":
         config = triton.Config({"BLOCK_M": 256, "BLOCK_N": 256}, num_warps=2, num_stages=7)
         stored_table([stored.case_entry("forward", keys["forward"], config)])
     else:
         stored_table([stored.case_entry("forward", keys["forward"], config)], gpu_name="NVIDIA H200")
-    for kernel in tuning._KERNELS.values():
+    for kernel in tuning.AUTOTUNED.values():
         kernel.chosen.clear()
     autotuner_runs.update(forward=0, backward=0)
     with pytest.warns(stored.TuningTableWarning):
@@ -660,7 +660,7 @@ def test_a_stored_case_that_does_not_fit_is_tuned_with_a_note(stored_table, auto
 def test_gpu_candidates_survive_the_autotuning_cache(monkeypatch, kernel):
     """The autotuner's on-disk cache stores each timed config as its __dict__ and rebuilds it with
     Config(**fields): a config carrying anything else would fail on the second run of a shape."""
-    monkeypatch.setattr(configs, "_interpreting", lambda: False)
+    monkeypatch.setattr(configs, "interpreting", lambda: False)
     candidates = configs._candidates(kernel)
     assert len(candidates) == sum(len(rows) for (k, _), rows in configs._CANDIDATES.items() if k == kernel)
     for config in candidates:
@@ -686,7 +686,7 @@ def test_gpu_candidates_survive_the_autotuning_cache(monkeypatch, kernel):
 )
 def test_candidates_are_pruned_to_the_row_width(monkeypatch, head_dim, dtype, widths):
     """... and fp32 keeps only the two-pass backward."""
-    monkeypatch.setattr(configs, "_interpreting", lambda: False)
+    monkeypatch.setattr(configs, "interpreting", lambda: False)
     q = torch.empty(1, dtype=dtype)
     for kernel in fat.BLOCK_NAMES:
         kept = configs._prune(configs._candidates(kernel), {"Q": q}, HEAD_DIM=head_dim)
@@ -762,7 +762,7 @@ def test_column_major_copy(layout, seq, dtype):
 def test_tuning_counts_the_one_pass_dq_conversion():
     """The autotuner times each backward candidate with this post-hook: the one-pass form's timing
     then includes converting its fp32 dQ, the two-pass form's nothing more."""
-    assert tuning._KERNELS["backward"].tuned.post_hook is tuning._convert_dq_while_tuning
+    assert tuning.AUTOTUNED["backward"].tuned.post_hook is tuning._convert_dq_while_tuning
     dq, dq_acc = torch.zeros(4, 8, dtype=F16), torch.full((4, 8), 0.5)
     args = {"DQ": dq, "DQ_ACC": dq_acc, "sm_scale": 0.25}
     tuning._convert_dq_while_tuning(args | {"ATOMIC_DQ": 0})

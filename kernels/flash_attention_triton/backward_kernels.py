@@ -1,5 +1,5 @@
-"""The backward kernels: D = rowsum(dO * O) (_row_dot_kernel), then dK, dV and dQ in one launch
-(_backward_kernel).
+"""The backward kernels: D = rowsum(dO * O) (row_dot_kernel), then dK, dV and dQ in one launch
+(backward_kernel).
 
 The backward recomputes each probability tile from the forward's L: P = exp(S - L), dV = P^T dO,
 dP = dO V^T, dS = P * (dP - D), dQ = dS K, dK = dS^T Q (both times the softmax scale). It has two
@@ -11,11 +11,11 @@ forms, and the autotuner picks per tuning key (ATOMIC_DQ in the configuration):
   i is large.
 - One pass (ATOMIC_DQ), which saves recomputing S and dP for dQ: each key tile's program also adds
   its share of dQ into an fp32 buffer, as one TMA bulk reduction per tile where the launch has
-  descriptors (TMA_REDUCE), else through pointer atomics. On an H100 (bf16) it took 0.95 times the
-  two passes' time at head dim 64, causal, sequences of 4096 and 16384; 1.01 to 1.05 times at head dim
-  64 non-causal or at 1024, and 1.11 times at head dim 128; through pointer atomics 1.09 to 1.31
-  times. It is a candidate only for 16-bit rows of up to 96 columns (configs): it lost at head dim
-  128, and in fp32 it would read K along the reduced dim.
+  descriptors (TMA_REDUCE), else through pointer atomics. In bf16 it beat the two passes at head dim
+  64, causal, on long sequences, was slightly slower at head dim 64 non-causal or at 1024, and slower
+  through pointer atomics (NOTES.md: Measurements behind comments in the code). It is a candidate
+  only for 16-bit rows of up to 96 columns (configs): it lost at head dim 128, and in fp32 it would
+  read K along the reduced dim.
 
 Causal: the dK/dV pass masks the query tiles from its key tile's start up to the larger of the two
 tile sizes, so any two tile sizes work; the dQ pass needs its query tiles a multiple of its key tiles,
@@ -23,11 +23,10 @@ so that the diagonal starts on a key tile boundary.
 
 fp32 (COLUMN_MAJOR_COPIES): TF32 dots read their B operand only contiguous along the reduced dim, so
 q, dO and K come also from column-major copies (see launch), and the dK/dV pass reads four tiles per
-step where 16-bit reads two. At head dim 128 the backward then fills a multiprocessor: on an H100 at
-(4, 16, 4096, 128), Nsight Compute showed one program of 8 warps per multiprocessor, 224 KiB of shared
-memory, 255 registers with spills, and one pipeline stage whose loads pass through registers (29% of
-stall samples were shared-memory stores waiting on them); bf16 ran three stages in 160 KiB. Other
-forms of the fp32 backward, measured slower, are in NOTES.md.
+step where 16-bit reads two. At head dim 128 the backward then fills a multiprocessor: one program per
+multiprocessor, registers that spill, and one pipeline stage whose loads pass through registers, where
+bf16 runs three stages (Nsight Compute's profile, and other forms of the fp32 backward measured slower:
+NOTES.md, Forms measured and dropped).
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ from kernels.flash_attention_triton.tiles import (
 
 
 @triton.jit
-def _row_dot_kernel(
+def row_dot_kernel(
     Out, DO, Delta, stride_dob, stride_doh, stride_dom, heads, seq_q,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
 ):  # fmt: skip
@@ -316,7 +315,7 @@ def _dq_program(
 
 
 @triton.jit
-def _backward_kernel(
+def backward_kernel(
     Q, K, V, DO, QC, KC, DOC, L, Delta, DQ, DK, DV, DQ_ACC, desc_q, desc_do, desc_dq,
     stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
     stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,

@@ -4,7 +4,7 @@ the configurations FLASH_TRITON_CONFIG forces.
 A configuration names tile sizes (forward: BLOCK_M query rows, BLOCK_N key rows; backward: BLOCK_M1,
 BLOCK_N1 of the dK/dV pass and BLOCK_M2, BLOCK_N2 of the dQ pass), warps, pipeline stages and the
 backward's form (ATOMIC_DQ, see backward_kernels). Which tiles fit shared memory and registers depends
-on the bytes a row of the head dim takes, so the candidates come per class of row width (_row_width)
+on the bytes a row of the head dim takes, so the candidates come per class of row width (row_width)
 and _prune keeps a launch's own.
 
 FLASH_TRITON_CONFIG holds one entry per kernel, separated by ';' (examples in the package docstring):
@@ -36,11 +36,12 @@ _LAUNCH_NAMES = ("num_warps", "num_stages")
 SWITCHES = {"forward": {}, "backward": {"ATOMIC_DQ": 0}}
 
 _ONE_PASS = {"ATOMIC_DQ": 1}
-# Candidates as block sizes, then (num_warps, num_stages) and any switches. Chosen from a sweep of 120 to 144
-# configurations per kernel on an H100 (bf16 and fp32, head dims 64 and 128, lengths 1024 to 16384):
-# these were within 3% of the best there. "wide" rows (head dim x element size >= 256 bytes) need
-# smaller tiles to fit in shared memory. The one-pass backward is a candidate for "narrow" and "mid"
-# rows only: at head dim 128 it took 1.11 times the two passes' time (backward_kernels).
+# Candidates as block sizes, then (num_warps, num_stages) and any switches. Chosen from a sweep of
+# configurations per kernel (bf16 and fp32, head dims 64 and 128, lengths 1024 to 16384): these came
+# close to the best there (NOTES.md: Measurements behind comments in the code). "wide" rows (head dim x
+# element size >= 256 bytes) need smaller tiles to fit in shared memory. The one-pass backward is a
+# candidate for "narrow" and "mid" rows only: at head dim 128 it was slower than the two passes
+# (backward_kernels).
 _CANDIDATES = {
     ("forward", "narrow"): [((64, 64), 4, 3), ((64, 64), 4, 2), ((128, 64), 8, 3), ((128, 64), 8, 4),
                             ((128, 64), 4, 3), ((128, 128), 8, 3), ((64, 128), 4, 3), ((64, 128), 4, 2)],
@@ -51,9 +52,9 @@ _CANDIDATES = {
                              ((64, 64, 64, 64), 4, 3, _ONE_PASS), ((64, 64, 64, 64), 4, 4, _ONE_PASS)],
     ("backward", "wide"): [((64, 128, 128, 64), 8, 2), ((64, 128, 128, 32), 8, 2), ((32, 128, 128, 32), 8, 2),
                            ((32, 128, 128, 64), 8, 3), ((32, 64, 64, 32), 4, 2)],
-    # fp32 at head dim 128, with the column-major operand copies: from a sweep of 288 backward
-    # configurations, single-stage wide tiles were 1.4-2.0x faster than the "wide" rows' best. The
-    # single-stage forward tiles of 4 warps were the fastest with TMA loads.
+    # fp32 at head dim 128, with the column-major operand copies: in a sweep of backward configurations,
+    # single-stage wide tiles beat the "wide" rows' best (NOTES.md). The single-stage forward tiles of
+    # 4 warps were the fastest with TMA loads.
     ("forward", "widest"): [((128, 64), 8, 2), ((128, 32), 8, 3), ((128, 32), 8, 4), ((64, 32), 4, 2),
                             ((128, 64), 4, 1), ((128, 32), 4, 1)],
     ("backward", "widest"): [((32, 128, 128, 64), 8, 1), ((32, 128, 128, 32), 8, 1),
@@ -61,7 +62,7 @@ _CANDIDATES = {
     # 16-bit rows of 80 or 96 columns (head dims 80 and 96, 2.7b's 80): narrow by bytes, but up to 1.5
     # times the columns the narrow rows were chosen at. The narrow and wide tiles that Triton 3.6
     # compiles for sm_90 without register spills at head dims 80 and 96 (two 4-warp narrow backward
-    # tiles spilled 416 to 488 bytes per thread there), one one-pass form among them.
+    # tiles spilled there: NOTES.md), one one-pass form among them.
     ("forward", "mid"): [((64, 64), 4, 3), ((64, 64), 4, 2), ((128, 64), 8, 3), ((128, 64), 8, 4),
                          ((128, 128), 8, 3), ((64, 128), 4, 3), ((64, 128), 4, 2), ((128, 32), 8, 3)],
     ("backward", "mid"): [((32, 128, 128, 64), 8, 3), ((32, 64, 64, 32), 4, 2), ((16, 64, 64, 16), 4, 3),
@@ -69,7 +70,7 @@ _CANDIDATES = {
                           ((64, 64, 64, 64), 4, 3, _ONE_PASS)],
     # More than 128 columns (head dims 136 to 256): not swept on a GPU. The tiles that Triton 3.6 compiles
     # for sm_90 within the shared memory of an H100 (227 KiB) and without register spills at head dims
-    # 160, 192 and 256; 4 warps spilled 0.2 to 6 KiB per thread in the backward, 8 warps none.
+    # 160, 192 and 256; in the backward 4 warps spilled, 8 warps did not (NOTES.md).
     ("forward", "deep"): [((128, 64), 8, 2), ((128, 32), 8, 2), ((64, 64), 4, 2), ((64, 32), 4, 2),
                           ((128, 64), 8, 3), ((64, 64), 8, 2)],
     ("backward", "deep"): [((32, 64, 64, 32), 8, 2), ((16, 64, 64, 16), 8, 2), ((32, 32, 32, 32), 8, 2),
@@ -84,7 +85,7 @@ _CANDIDATES = {
 _INTERPRETER = {"forward": ((32, 16), 4, 1), "backward": ((16, 32, 32, 16), 4, 1)}
 
 
-def _interpreting() -> bool:
+def interpreting() -> bool:
     """Whether Triton runs the kernels in its CPU interpreter (TRITON_INTERPRET, read at each call)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -106,7 +107,7 @@ def _config(
 
 
 def _candidates(kernel: str) -> list[triton.Config]:
-    if _interpreting():
+    if interpreting():
         return [_config(kernel, *_INTERPRETER[kernel])]
     return [_config(kernel, *row, width=width) for width in _WIDTHS for row in _CANDIDATES[kernel, width]]
 
@@ -114,7 +115,7 @@ def _candidates(kernel: str) -> list[triton.Config]:
 _WIDTHS = ("narrow", "mid", "wide", "widest", "deep", "deepest")
 
 
-def _row_width(head_dim: int, element_size: int) -> str:
+def row_width(head_dim: int, element_size: int) -> str:
     """The candidates' class of a tile's rows, by the columns its parts hold (head_dim_parts): up to 128
     columns by bytes per row ('narrow' below 256, 'wide' below 512, 'widest' fp32 at 128 columns),
     16-bit rows of 80 or 96 columns 'mid'; more than 128 columns 'deep' (16-bit) or 'deepest' (fp32),
@@ -132,7 +133,7 @@ def _prune(configs, named_args, **kwargs):
     """The candidates of the inputs' row width; fp32 keeps the two-pass backward, whose TF32 operands
     come from column-major copies (the one pass would read K along the reduced dim)."""
     element_size = named_args["Q"].element_size()
-    width = _row_width(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")), element_size)
+    width = row_width(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")), element_size)
     return [
         c
         for c in configs

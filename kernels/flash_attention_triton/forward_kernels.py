@@ -82,7 +82,7 @@ def _forward_tiles(
 
 
 @triton.jit
-def _forward_kernel(
+def forward_kernel(
     Q, K, V, Out, L, desc_q, desc_k, desc_v, desc_o,
     stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
     stride_vb, stride_vh, stride_vn, stride_vd,

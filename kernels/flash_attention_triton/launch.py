@@ -1,6 +1,6 @@
 """The launchers: attention_forward and attention_backward take (batch, heads, seq, d) tensors, own
 every check that a launch needs, make the outputs, grids and TMA descriptors, and launch the kernels
-through tuning's _KERNELS.
+through tuning's AUTOTUNED.
 
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA): a
 descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end of a
@@ -33,9 +33,9 @@ import torch
 import triton
 
 from kernels.flash_attention_triton import tuning
-from kernels.flash_attention_triton.backward_kernels import _row_dot_kernel
-from kernels.flash_attention_triton.configs import _interpreting, _row_width
-from kernels.flash_attention_triton.tiles import _column_major_copy_kernel, head_dim_parts
+from kernels.flash_attention_triton.backward_kernels import row_dot_kernel
+from kernels.flash_attention_triton.configs import interpreting, row_width
+from kernels.flash_attention_triton.tiles import column_major_copy_kernel, head_dim_parts
 
 try:  # host-side TMA descriptors: Triton 3.3 and later
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -43,8 +43,8 @@ except ImportError:  # pragma: no cover - older Triton loads through pointers on
     TensorDescriptor = None
 
 
-def _check_runnable(q: torch.Tensor) -> None:
-    if q.device.type != "cuda" and not _interpreting():
+def check_runnable(q: torch.Tensor) -> None:
+    if q.device.type != "cuda" and not interpreting():
         raise ValueError(
             f"q is on {q.device}; FlashAttentionTriton runs on CUDA tensors, or on the CPU with "
             f"TRITON_INTERPRET=1 set before triton is imported"
@@ -63,7 +63,8 @@ def _dot_precision(dtype: torch.dtype) -> str:
 # Hopper's TF32 tensor cores (wgmma) read a B operand from shared memory only contiguous along
 # the reduced dimension; 16-bit ones read either order. P @ V, dS^T @ Q, P^T @ dO and dS @ K reduce
 # over rows of V, Q, dO and K, so fp32 launches hand the kernels column-major copies of those
-# (one extra pass over each tensor). Switched off, fp32 ran 2.8 to 4.5 times the bf16 time.
+# (one extra pass over each tensor). Switched off, fp32 ran several times the bf16 time (NOTES.md:
+# Measurements behind comments in the code).
 COLUMN_MAJOR_TF32_OPERANDS = True
 
 
@@ -73,14 +74,14 @@ def _column_major_copies(dtype: torch.dtype) -> bool:
 
 def _column_major(t: torch.Tensor) -> torch.Tensor:
     """(B, H, T, d) with the rows contiguous: the transpose of a contiguous (B, H, d, T), copied by
-    _column_major_copy_kernel, whose reads and writes are both coalesced (torch's own transposing
-    copy moved about 1 TB/s on an H100: NOTES.md)."""
+    column_major_copy_kernel, whose reads and writes are both coalesced (torch's own transposing
+    copy is slower: NOTES.md, Forms measured and dropped)."""
     batch, heads, seq, head_dim = t.shape
     t = _unit_stride_head_dim(t)
     copy = torch.empty(batch, heads, head_dim, seq, device=t.device, dtype=t.dtype)
     if copy.numel():
-        block = 16 if _interpreting() else 64
-        _column_major_copy_kernel[(triton.cdiv(seq, block), batch * heads)](
+        block = 16 if interpreting() else 64
+        column_major_copy_kernel[(triton.cdiv(seq, block), batch * heads)](
             t, copy, *t.stride()[:3], heads, seq, HEAD_DIM=head_dim,
             BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_T=block,
         )  # fmt: skip
@@ -97,31 +98,29 @@ def _on_device(device: torch.device):
 @functools.cache
 def _has_tma(device: torch.device) -> bool:
     """The tensor memory accelerator came with Hopper (compute capability 9); the interpreter emulates it."""
-    if _interpreting():
+    if interpreting():
         return True
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
 
 
-# Descriptors cost host time at every launch: measured on an H100 (Triton 3.6), 0.12 ms more per
-# forward and 0.18 ms per backward. Below this much work (batch x heads x seq_q x seq_k x d) the
-# calls are bound by the host and that cost shows (bf16 (16, 32, 1024, 64) causal fwd+bwd: 1.53 ms
-# with them, 1.33 ms without); from it on the GPU hides it and TMA pays ((4, 32, 4096, 64) causal:
-# 3.15 ms against 3.85 ms).
+# Descriptors cost host time at every launch. Below this much work (batch x heads x seq_q x seq_k x d)
+# the calls are bound by the host and that cost shows (bf16 (16, 32, 1024, 64) causal fwd+bwd was
+# slower with them); from it on the GPU hides it and TMA pays ((4, 32, 4096, 64) causal was faster).
+# The timings: NOTES.md, Measurements behind comments in the code.
 TMA_MIN_WORK = 2**36
-# fp32 calls keep the GPU busy about three times as long as 16-bit ones of the same size, so the
-# host cost hides from less work on: at (16, 16, 1024, 128), work 2^35, the fp32 forward+backward took
-# 0.95 to 0.97 times the pointer loads' time with them, and 0.96 to 0.99 times timed call by call.
+# fp32 calls keep the GPU busy longer than 16-bit ones of the same size, so the host cost hides from
+# less work on: at (16, 16, 1024, 128), work 2^35, the fp32 forward+backward was already faster with
+# them (NOTES.md).
 TMA_MIN_WORK_FP32 = 2**35
 
 
 def _loads_through_tma(kernel: str, dtype: torch.dtype, head_dim: int) -> bool:
     """Whether a launch takes descriptors: 16-bit inputs do, and fp32 ones in the forward from 128
     columns on (head dims 72, 88 and 104 to 256), where its pointer loads run at one pipeline stage and
-    stage each K and V tile through registers. There, on an H100, the forward with TMA took 0.66 to
-    0.74 times the time of pointer loads at head dim 128 and 16384 tokens of sequence 4096 and 16384,
-    causal or not. In standalone kernels (H100, (4, H, 4096, d), non-causal), fp32 at head dim 64 and
-    fp32's backward passes at 64 and 128 were 1.04 to 1.22 times slower with it."""
-    wide_fp32 = _row_width(head_dim, 4) in ("widest", "deepest")
+    stage each K and V tile through registers. There the forward with TMA beat pointer loads at head
+    dim 128, causal or not; fp32 at head dim 64 and fp32's backward passes at 64 and 128 were slower
+    with it (NOTES.md: Measurements behind comments in the code)."""
+    wide_fp32 = row_width(head_dim, 4) in ("widest", "deepest")
     return dtype != torch.float32 or (kernel == "forward" and wide_fp32)
 
 
@@ -133,7 +132,7 @@ def _tma_can_load(work: int, *tensors: torch.Tensor) -> bool:
     if TensorDescriptor is None or not _has_tma(first.device):
         return False
     min_work = TMA_MIN_WORK_FP32 if first.dtype == torch.float32 else TMA_MIN_WORK
-    if work < min_work and not _interpreting():  # the interpreter tests both paths at small sizes
+    if work < min_work and not interpreting():  # the interpreter tests both paths at small sizes
         return False
     return not any(
         t.data_ptr() % 16 or any(s * t.element_size() % 16 for s in t.stride()[:-1]) or 0 in t.shape
@@ -173,10 +172,11 @@ def attention_forward(
         v = _column_major(v) if copies else _unit_stride_head_dim(v)
         # A column-major copy is read as the contiguous (batch, heads, d, seq) tensor it is.
         descriptors = _launch_descriptors("forward", work, q, k, v.transpose(-1, -2) if copies else v, out)
-        tuning._KERNELS["forward"].launch(
+        tuning.AUTOTUNED["forward"].launch(
             lambda meta: (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads),
             q, k, v, out, lse, *descriptors, *q.stride()[:3], *k.stride()[:3], *v.stride(),
-            heads, seq_q, seq_k, 1.0 / math.sqrt(head_dim), tuning._bucket(seq_q), tuning._bucket(seq_k),
+            heads, seq_q, seq_k, 1.0 / math.sqrt(head_dim),
+            tuning.length_bucket(seq_q), tuning.length_bucket(seq_k),
             descriptors[0] is not None,
             HEAD_DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, IS_CAUSAL=bool(is_causal),
             DOT_PRECISION=_dot_precision(q.dtype), V_COLUMN_MAJOR=copies,
@@ -211,10 +211,10 @@ def attention_backward(
     # Whether the launch qualifies for TMA is part of the tuning key, whichever form then runs.
     with_descriptors = _loads_through_tma("backward", q.dtype, head_dim) and _tma_can_load(work, q, grad_out)
     key = {
-        "Q": q, "SEQ_Q_BUCKET": tuning._bucket(seq_q), "SEQ_K_BUCKET": tuning._bucket(seq_k),
+        "Q": q, "SEQ_Q_BUCKET": tuning.length_bucket(seq_q), "SEQ_K_BUCKET": tuning.length_bucket(seq_k),
         "WITH_DESCRIPTORS": with_descriptors, "HEAD_DIM": head_dim, "IS_CAUSAL": bool(is_causal),
     }  # fmt: skip
-    if tuning._KERNELS["backward"].may_run("ATOMIC_DQ", key):
+    if tuning.AUTOTUNED["backward"].may_run("ATOMIC_DQ", key):
         # dQ in fp32 for the one-pass form, which adds into it (zeroed only when that form runs); only
         # that form reads the descriptors.
         dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
@@ -229,11 +229,11 @@ def attention_backward(
     with _on_device(q.device):
         # Column-major copies for TF32, or the same tensors again (not read then).
         qc, kc, doc = (_column_major(t) for t in (q, k, grad_out)) if copies else (q, k, grad_out)
-        _row_dot_kernel[(triton.cdiv(seq_q, rows), batch * heads)](
+        row_dot_kernel[(triton.cdiv(seq_q, rows), batch * heads)](
             out, grad_out, delta, *grad_out.stride()[:3], heads, seq_q, HEAD_DIM=head_dim,
             BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_M=rows,
         )  # fmt: skip
-        ran = tuning._KERNELS["backward"].launch(
+        ran = tuning.AUTOTUNED["backward"].launch(
             lambda meta: (max(triton.cdiv(seq_k, meta["BLOCK_N1"]),
                               0 if meta["ATOMIC_DQ"] else triton.cdiv(seq_q, meta["BLOCK_M2"])),
                           batch * heads),
@@ -244,5 +244,5 @@ def attention_backward(
             DOT_PRECISION=_dot_precision(q.dtype), COLUMN_MAJOR_COPIES=copies,
         )  # fmt: skip
         if ran.get("ATOMIC_DQ"):
-            tuning._convert_dq(dq_acc, sm_scale, dq)
+            tuning.convert_dq(dq_acc, sm_scale, dq)
     return dq, dk, dv

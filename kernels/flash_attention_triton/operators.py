@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from kernels.attention_inputs import as_heads, check_attention_inputs, check_output_grad
-from kernels.flash_attention_triton.launch import _check_runnable, attention_backward, attention_forward
+from kernels.flash_attention_triton.launch import attention_backward, attention_forward, check_runnable
 
 
 def _forward_impl(
@@ -111,7 +111,7 @@ class FlashAttentionTriton:
     @staticmethod
     def apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
         check_attention_inputs(q, k, v)
-        _check_runnable(q)
+        check_runnable(q)
         if torch.compiler.is_compiling():
             out, _lse = _forward_op(q, k, v, bool(is_causal))
             return out

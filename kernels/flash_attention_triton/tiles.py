@@ -5,9 +5,9 @@ tl.arange and tl.dot take powers of two, so a head dim d runs as a main part of 
 where what is left is a power of two of 16 or more, a rest part of D_REST columns beside it
 (head_dim_parts): scores sum the two parts' dots, and each output, dQ, dK and dV part has a dot of its
 own. 80 = 64 + 16 and 96 = 64 + 32 run without padding; other head dims run as one part of the next
-power of two, whose padding columns loads mask and stores leave out (padded_share). On an H100 (bf16
-forward+backward, seq 4096), one padded 128-column tile took 1.23 to 1.29 times the split's time at
-head dim 80 and 1.11 to 1.13 times at 96.
+power of two, whose padding columns loads mask and stores leave out (padded_share). At head dims 80
+and 96 one padded 128-column tile is slower than the split (NOTES.md: FlashAttentionTriton at head
+dims that are not powers of two).
 
 A main part moves through a TMA descriptor or through pointers (_load_rows); a rest part always
 through pointers, masked by rows only, since it is never padded (_load_rest).
@@ -29,7 +29,8 @@ def head_dim_parts(head_dim: int) -> tuple[int, int]:
     is itself a power of two of at least 16 (tl.dot's smallest): 48 = 32 + 16, 80 = 64 + 16,
     96 = 64 + 32, 144, 160, 192 = 128 + 16, 32, 64. Other head dims run as one part, the next power of
     two, its padding columns masked (72 as 128): a rest part padded to a power of two would waste less,
-    but read out of bounds on an H100 (NOTES.md).
+    but read out of bounds on a GPU (NOTES.md: FlashAttentionTriton at head dims that are not powers of
+    two).
     """
     main = max(16, 1 << (head_dim.bit_length() - 1))
     rest = head_dim - main
@@ -162,7 +163,7 @@ def _store_rows(ptrs, ptrs_r, value, value_r, row_ok, col_ok, ROWS: tl.constexpr
 
 
 @triton.jit
-def _column_major_copy_kernel(
+def column_major_copy_kernel(
     Src, Dst, stride_b, stride_h, stride_t, heads, seq, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_T: tl.constexpr,
 ):  # fmt: skip

@@ -20,18 +20,18 @@ import triton
 from triton.runtime.errors import OutOfResources
 
 from kernels.flash_attention_triton import stored
-from kernels.flash_attention_triton.backward_kernels import _backward_kernel
+from kernels.flash_attention_triton.backward_kernels import backward_kernel
 from kernels.flash_attention_triton.configs import (
     _candidates,
-    _interpreting,
     _prune,
     does_not_fit,
     forced_configs,
+    interpreting,
 )
-from kernels.flash_attention_triton.forward_kernels import _forward_kernel
+from kernels.flash_attention_triton.forward_kernels import forward_kernel
 
 
-def _bucket(n: int) -> int:
+def length_bucket(n: int) -> int:
     """Autotuning key for a length: lengths within a power of two share a tuned configuration."""
     return triton.next_power_of_2(n)
 
@@ -39,17 +39,17 @@ def _bucket(n: int) -> int:
 # WITH_DESCRIPTORS: loads through TMA or pointers time differently, the one-pass backward most.
 _AUTOTUNE_KEY = ["SEQ_Q_BUCKET", "SEQ_K_BUCKET", "WITH_DESCRIPTORS", "HEAD_DIM", "IS_CAUSAL"]
 # Short timing per candidate: the differences that decide are mostly tens of percent, and a long sweep
-# per shape would make the first call of every new shape take minutes. But 25 ms is only three calls
-# of a 7 ms backward, too few to tell candidates 5% apart: see _tuning_bench.
+# per shape would make the first call of every new shape take minutes. But TUNING_MS holds only a few
+# calls of a long backward, too few to tell close candidates apart: see _tuning_bench.
 TUNING_MS = 25
 TUNING_MIN_CALLS = 10
 
 
 def _tuning_bench(kernel_call, quantiles=None):
     """The autotuner's timing of one candidate: do_bench over TUNING_MS, or over TUNING_MIN_CALLS calls
-    where those take longer. At (1, 32, 16384, 64) causal bf16 on an H100, the one-pass backward (7.3 ms)
-    beats the best two-pass one by 5%; timed over 25 ms the autotuner picked the two-pass one in 2 of
-    28 tunings, over ten calls in none of 16."""
+    where those take longer. At (1, 32, 16384, 64) causal bf16, where the one-pass backward beats the
+    best two-pass one by a few percent, timing over TUNING_MS alone sometimes picked the two-pass one,
+    and over TUNING_MIN_CALLS calls it did not (NOTES.md: Measurements behind comments in the code)."""
     timing = triton.testing.do_bench(kernel_call, warmup=5, rep=TUNING_MS, quantiles=quantiles)
     typical = timing[0] if quantiles else timing  # the autotuner asks for quantiles, the median first
     if typical * TUNING_MIN_CALLS > TUNING_MS:
@@ -59,7 +59,7 @@ def _tuning_bench(kernel_call, quantiles=None):
     return timing
 
 
-def _convert_dq(dq_acc: torch.Tensor, sm_scale: float, dq: torch.Tensor) -> None:
+def convert_dq(dq_acc: torch.Tensor, sm_scale: float, dq: torch.Tensor) -> None:
     """The one-pass form's dQ: its fp32 sum of unscaled shares, scaled and cast into dq in one pass."""
     torch.mul(dq_acc, sm_scale, out=dq)
 
@@ -68,7 +68,7 @@ def _convert_dq_while_tuning(args, exception=None) -> None:
     """Autotuner post-hook: converting the one-pass form's fp32 dQ is part of that form's cost, so
     the timings that choose between the forms include it (after a chosen run, the launcher converts)."""
     if exception is None and args.get("ATOMIC_DQ"):
-        _convert_dq(args["DQ_ACC"], args["sm_scale"], args["DQ"])
+        convert_dq(args["DQ_ACC"], args["sm_scale"], args["DQ"])
 
 
 def _tuned(kernel: str, fn, post_hook=None):
@@ -124,7 +124,7 @@ _forward_fixed = triton.heuristics(
             columns_if={"desc_v": "V_COLUMN_MAJOR"},
         ),
     }
-)(_forward_kernel)
+)(forward_kernel)
 _backward_fixed = triton.heuristics(
     {
         # Causal dK/dV query tiles start at a key tile: aligned to BLOCK_M1 only if it divides BLOCK_N1.
@@ -138,10 +138,10 @@ _backward_fixed = triton.heuristics(
             {"desc_q": "BLOCK_M1", "desc_do": "BLOCK_M1", "desc_dq": "BLOCK_M1"}, switch="ATOMIC_DQ"
         ),
         # Triton's interpreter has no TMA reductions; it adds through pointers.
-        "TMA_REDUCE": lambda a: a["USE_TMA"] and not _interpreting(),
+        "TMA_REDUCE": lambda a: a["USE_TMA"] and not interpreting(),
         "DQ_ACC_ZEROED": _zero_dq_acc_for_one_pass,
     }
-)(_backward_kernel)
+)(backward_kernel)
 
 
 class _Kernel:
@@ -152,9 +152,8 @@ class _Kernel:
 
     The direct launch skips what the autotuner and heuristics do at every call: each rebuilds a dict
     of the kernel's 30 to 45 arguments, the heuristics once per rule. Here the dict is built once per
-    launch and the same rules run on it. On an H100 host (Triton 3.6), alternating the two call by call,
-    a bf16 forward+backward through autograd took 853 us of host time against 970 us at a size the GPU
-    finishes at once, and (16, 16, 1024, 128) causal, bound by the host, 949 us per call against 1096 us.
+    launch and the same rules run on it, which saves host time per bf16 forward+backward, also where
+    the call is bound by the host (NOTES.md: Measurements behind comments in the code).
     """
 
     def __init__(self, name: str, fixed, post_hook=None):
@@ -229,11 +228,11 @@ def _could_choose(kernel: str, key: tuple, config: triton.Config) -> bool:
     """Whether the autotuner could pick `config` at a tuning key: one of the candidates _prune keeps
     for its head dim and dtype. A stored table's entries are checked with it."""
     named = {"Q": torch.empty(0, dtype=key[5]), "HEAD_DIM": key[3]}
-    kept = _prune(_KERNELS[kernel].tuned.configs, named)
+    kept = _prune(AUTOTUNED[kernel].tuned.configs, named)
     return any(stored.same_config(config, c) for c in kept)
 
 
-_KERNELS = {
+AUTOTUNED = {
     "forward": _Kernel("forward", _forward_fixed),
     "backward": _Kernel("backward", _backward_fixed, _convert_dq_while_tuning),
 }
@@ -243,7 +242,7 @@ def chosen_configs() -> dict[str, str | None]:
     """The configuration each kernel ran with last (autotuned or forced), for reports."""
     forced = forced_configs()
     chosen: dict[str, str | None] = {}
-    for name, kernel in _KERNELS.items():
+    for name, kernel in AUTOTUNED.items():
         if name in forced:
             chosen[name] = ", ".join(f"{k}={v}" for k, v in forced[name].items()) + " (forced)"
         else:

@@ -1,10 +1,11 @@
 """GPU busy time per call: how long the device worked for one call, whatever the host did meanwhile.
 
 A step bound by the host (Python, kernel launches) takes as long as the host takes, and the host's
-speed moves by 15-25% within one run on a shared machine; the time its GPU spends in kernels,
-copies and memsets does not. This module measures that time from CUPTI, through torch.profiler with
-device activity only (no Python stacks, no shapes): the union of the intervals in which the device
-ran something for the call, so that two streams busy at once count once and idle gaps not at all.
+speed moves within one run on a shared machine (NOTES.md: Measurements behind comments in the code);
+the time its GPU spends in kernels, copies and memsets does not. This module measures that time from
+CUPTI, through torch.profiler with device activity only (no Python stacks, no shapes): the union of
+the intervals in which the device ran something for the call, so that two streams busy at once count
+once and idle gaps not at all.
 
 Calls are measured one by one, after the timed rounds and never inside them. Right before and
 right after each call the device is drained and a marker kernel (`torch.cuda._sleep(0)`, ~1 us, a
@@ -44,9 +45,9 @@ MORE_CALLS = 3
 # The name of torch.cuda._sleep's kernel ("at::cuda::(anonymous namespace)::spin_kernel(long)").
 MARKER_KERNEL = "spin_kernel"
 # Set in a process that Nsight Systems profiles, or into which another CUDA tool (ncu, a sanitizer)
-# is injected: CUPTI then belongs to that tool. On an H100, torch.profiler's first start under nsys
-# spent 4.5 s failing to subscribe (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), then recorded
-# nothing; asking the environment costs nothing.
+# is injected: CUPTI then belongs to that tool. torch.profiler's first start under nsys spends
+# seconds failing to subscribe (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), then records
+# nothing (NOTES.md: What the profiler costs); asking the environment costs nothing.
 TOOL_VARIABLES = ("NSYS_PROFILING_SESSION_ID", "CUDA_INJECTION64_PATH")
 
 # Why device activity cannot be recorded in this process, once found: every later call would fail

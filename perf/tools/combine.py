@@ -4,11 +4,12 @@
     pytest perf/test_attention.py --benchmark-json=part2.json
     python -m perf.tools.combine --name h100-default part1.json part2.json
 
-A full default run on one H100 takes about 17 minutes; CI jobs and lent machines often stop a command
-sooner. The parts must come from one machine (the same GPU, driver, CUDA, torch and triton) and one
-commit, and no benchmark may be in two parts. The file goes to baselines/<gpu>/NNNN_<name>.json, the
-next free number: the newest baseline, the one `--benchmark-compare` and the gate use. Nothing is
-overwritten. Exit codes: 0 stored, 2 refused (one line on stderr saying why).
+A full default run takes longer than CI jobs and lent machines often let one command run (NOTES.md:
+Measurements behind comments in the code). The parts must come from one machine (the same GPU,
+driver, CUDA, torch and triton) and one commit, and no benchmark may be in two parts. The file goes to
+baselines/<gpu>/NNNN_<name>.json, the next free number: the newest baseline, the one
+`--benchmark-compare` and the gate use. Nothing is overwritten. Exit codes: 0 stored, 2 refused (one
+line on stderr saying why).
 """
 
 from __future__ import annotations

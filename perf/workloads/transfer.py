@@ -23,8 +23,8 @@ SCHEDULES = ("serial", "overlapped")
 # 256 MiB: 4.2 ms at PCIe 5.0 x16's 64 GB/s, against microseconds for the launches and the hand-off
 # between streams that the overlapped schedule adds.
 OVERLAP_COPY_BYTES = 256 * 2**20
-# bf16 n x n matmuls: 2 * 4096^3 = 137 GFLOP each, 0.14 ms at an H100's 989 TFLOP/s: the chain's
-# length matches the copy's time to a fraction of the copy.
+# bf16 n x n matmuls: 2 * 4096^3 = 137 GFLOP each, 0.14 ms at an H100's dense bf16 peak (989 TFLOP/s,
+# datasheet): the chain's length matches the copy's time to a fraction of the copy.
 OVERLAP_MATMUL_N = 4096
 # Calls timed with CUDA events; their median is reported.
 EVENT_REPEATS = 5
