@@ -15,6 +15,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINES = ROOT / "baselines"
+PERF = ROOT / "perf"  # the benchmarks' folder; tests/ parametrize and select themselves
 
 
 def recorded_on(perf_info: object) -> str | None:

@@ -5,7 +5,7 @@ Parametrized by the tier (perf/tiers.py): the case (collective, dtype, placement
 torch offers), backend, world size and size, e.g.
 `test_collective[all_gather-bf16-out_of_place-nccl-world2-1GiB]`. Sizes, bandwidths and the
 wrong-element check are defined in perf/cases/collectives.py; one run of ranks per backend and world
-size measures every case (perf/workloads/collective_bench.py).
+size measures every case (perf/workloads/collective_runs.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from perf.cases.collectives import CollectiveCase
 from perf.tiers import Tier
-from perf.workloads.collective_bench import bench_collective
+from perf.workloads.collective_runs import bench_collective
 
 # Measured in every rank of a process group: spawned here, or the launcher's
 # (perf/workloads/launched_session.py).
@@ -25,8 +25,8 @@ def test_collective(
     bench,
     tier: Tier,
     collective_case: CollectiveCase,
-    allreduce_backend: str,
+    collective_backend: str,
     world_size: int,
-    allreduce_size: int,
+    collective_size: int,
 ):
-    bench_collective(bench, tier, collective_case, allreduce_backend, world_size, allreduce_size)
+    bench_collective(bench, tier, collective_case, collective_backend, world_size, collective_size)

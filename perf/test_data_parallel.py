@@ -5,7 +5,7 @@ memory that sharding AdamW's state saves.
 Parametrized by the tier (perf/tiers.py): the preset, and DDPBucketed's bucket sizes; the variants and
 optimizer kinds here. Starting the ranks and building the model cost seconds (minutes at xl for every
 variant), so the first test of a preset measures every case of its suite in one run of ranks
-(perf/workloads/data_parallel.py); each test then hands its own case's steps to pytest-benchmark as
+(perf/workloads/data_parallel_ranks.py); each test then hands its own case's steps to pytest-benchmark as
 rounds. The end of the run tabulates them (perf/tables/data_parallel.py).
 """
 
@@ -19,7 +19,7 @@ import torch
 from perf.cases.data_parallel import BUCKETED, OPTIMIZER_KINDS, SHARDED_SUITE, SUITE, VARIANTS
 from perf.harness import TimingPolicy, Work
 from perf.tiers import Tier
-from perf.workloads.data_parallel import (
+from perf.workloads.data_parallel_ranks import (
     MAX_TIMED_STEPS,
     TORCH_DDP_BUCKET_MB,
     DPCase,

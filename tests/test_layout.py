@@ -63,7 +63,7 @@ OUTSIDE = {
     "tables": {"model"},
     "tiers": {"model"},
     "harness": {"model"},
-    "cases": {"kernels"},
+    "cases": {"kernels", "model"},
     "storage": set(),
     "tools": {"model"},
     "package": set(),

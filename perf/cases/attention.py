@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from kernels.attention_inputs import attention_flops
+from perf.cases.declare import Axis, Derived, Suite
 
 ATTENTION_MODES = ("forward", "backward", "forward_backward")
 
@@ -141,3 +142,97 @@ def select_shapes(
         if (seqs is None or shape.seq in seqs) and (head_dims is None or shape.head_dim in head_dims)
     )
     return tuple(dict.fromkeys(chosen))
+
+
+# --------------------------------------------------------------------------- the suites' declarations
+def attention_shapes(tier) -> tuple[AttentionShape, ...]:
+    return select_shapes(tier.attention_sweeps, tier.seqs, tier.head_dims)
+
+
+def scaling_shapes(tier) -> tuple[AttentionShape, ...]:
+    return select_shapes(("naive_scaling",), tier.scaling_seqs, tier.scaling_head_dims)
+
+
+SUITES = (
+    # Attention alone (perf/test_attention.py); its precision is the model's axis. Providers last: the
+    # providers of one shape run one after another, side by side in one table.
+    Suite(
+        "attention",
+        axes=(
+            Axis(
+                "attention_modes",
+                param="attention_mode",
+                values={"pr": ("forward_backward",)},
+                default=ATTENTION_MODES,
+                option="attention-modes",
+                help=f"comma-separated: {', '.join(ATTENTION_MODES)}",
+                choices=ATTENTION_MODES,
+            ),
+            Derived("attention_shapes", attention_shapes, param="attention_shape"),
+            Axis(
+                "attention_providers",
+                param="attention_provider",
+                # The default tier: the contenders and eager naive attention as the reference point; the
+                # compiled providers compile once per shape and mode (minutes each), so the full tier.
+                values={
+                    "cpu": ("naive", "naive_compiled", "flash_pytorch_compiled", "sdpa_flash"),
+                    "pr": ("flash_triton", "sdpa_flash", "sdpa_cudnn"),
+                    "default": ("naive", "flash_triton", "sdpa_flash", "sdpa_cudnn"),
+                    "full": PROVIDER_NAMES,
+                },
+                option="attention-providers",
+                help=f"comma-separated: {', '.join(PROVIDER_NAMES)}",
+                choices=PROVIDER_NAMES,
+            ),
+            Axis(
+                "attention_sweeps",
+                values={"cpu": ("scaling",), "full": ("scaling", "fixed_tokens")},
+                default=("fixed_tokens",),
+                option="attention-sweeps",
+                help=f"comma-separated shape sweeps: {', '.join(SWEEPS)}",
+                choices=tuple(SWEEPS),
+            ),
+            # Filters on the sweeps' shapes; None keeps every sequence length (head dim) of the sweeps.
+            Axis(
+                "seqs",
+                values={"cpu": (128,)},
+                default=None,
+                option="seqs",
+                help="comma-separated sequence lengths: keeps the sweeps' shapes with these",
+                read="ints",
+            ),
+            # The default tier: every head dim of the sweeps but 96, which the full tier adds.
+            Axis(
+                "head_dims",
+                values={"cpu": (32,), "pr": (64, 80, 128), "default": (16, 32, 64, 80, 128)},
+                default=None,
+                option="head-dims",
+                help="comma-separated head dims: keeps the sweeps' shapes with these",
+                read="ints",
+            ),
+        ),
+        # Forward+backward in bf16, causal, at every fixed-tokens seq and head dims 64, 80, 128.
+        cells={"pr": ("test_attention.py::test_attention[bf16-forward_backward-*-causal-*]",)},
+    ),
+    # The naive attention's scaling sweep (perf/test_attention_scaling.py), eager and compiled, filtered
+    # like the attention sweeps (--seqs and --head-dims set both filters).
+    Suite(
+        "attention_scaling",
+        axes=(
+            Axis(
+                "scaling_precisions",
+                param="scaling_precision",
+                values={},
+                default=("fp32",),
+                set_by="precisions",
+            ),
+            Derived("scaling_shapes", scaling_shapes, param="scaling_shape"),
+            Axis("scaling_seqs", values={"cpu": (256, 1024), "pr": (4096,)}, default=None, set_by="seqs"),
+            Axis(
+                "scaling_head_dims", values={"cpu": (16, 64), "pr": (64,)}, default=None, set_by="head_dims"
+            ),
+        ),
+        # The naive attention's score matrix at one size, eager and compiled.
+        cells={"pr": ("test_attention_scaling.py::test_naive_attention_scaling[*]",)},
+    ),
+)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from perf.cases.declare import Axis, Derived, Flag, Suite
 from perf.cases.transfer import byte_size_label
 
 # What the benchmarks pass to the harness as `suite`. fp32 all-reduce keeps "allreduce": its stored
@@ -316,3 +317,112 @@ def count_wrong(tensor: torch.Tensor, values: Sequence[int]) -> int:
         for part in chunk.split(COUNT_SLICE):
             wrong += torch.count_nonzero(part != value)
     return int(wrong.item())
+
+
+# --------------------------------------------------------------------------- the suite's declaration
+# --allreduce-sweep: 8 B to 8 GiB, doubling, as nccl-tests sweeps (-b 8 -e 8G -f 2).
+ALLREDUCE_SWEEP = tuple(2**p for p in range(3, 34))
+
+
+def collective_run_cases(tier) -> tuple[CollectiveCase, ...]:
+    """Every collective case one run of ranks measures: each placement a collective offers."""
+    return cases(tier.collectives, tier.collective_dtypes, tier.placements)
+
+
+def allreduce_dtypes(tier) -> tuple[str, ...]:
+    """test_allreduce's dtypes: all-reduce exists in place only, under the names its baselines have."""
+    return tuple(c.dtype for c in collective_run_cases(tier) if c.collective == "all_reduce")
+
+
+def collective_cases(tier) -> tuple[CollectiveCase, ...]:
+    """test_collective's cases: every collective case but all-reduce's."""
+    return tuple(c for c in collective_run_cases(tier) if c.collective != "all_reduce")
+
+
+SUITES = (
+    # Collectives (perf/test_allreduce.py, perf/test_collectives.py): the message bytes of every
+    # collective, process counts (those beyond the GPUs present skip for nccl), backends, and the
+    # collectives, dtypes and placements measured.
+    Suite(
+        "collectives",
+        axes=(
+            Derived("allreduce_dtypes", allreduce_dtypes, param="allreduce_dtype", unnamed="fp32"),
+            Derived("collective_cases", collective_cases, param="collective_case"),
+            Axis(
+                "collective_backends",
+                param="collective_backend",
+                values={"cpu": ("gloo",), "pr": ("nccl",)},
+                default=("nccl", "gloo"),
+                option="collective-backends",
+                aliases=("allreduce-backends",),
+                help="comma-separated process-group backends of every collective: gloo (CPU tensors), "
+                "nccl (GPUs)",
+                choices=ALLREDUCE_BACKENDS,
+            ),
+            Axis(
+                "world_sizes",
+                param="world_size",
+                id_prefix="world",
+                values={"cpu": (2, 4), "pr": (2,)},
+                default=(2, 4, 8),
+                option="world-sizes",
+                help="comma-separated process counts, e.g. 2,4,8",
+                read="ints",
+            ),
+            Axis(
+                "collective_sizes",
+                param="collective_size",
+                label=byte_size_label,
+                # gloo on a laptop: 10 MiB is near gloo's bandwidth already (NOTES.md: comments).
+                values={"cpu": (2**20, 10 * 2**20), "pr": (2**30,)},
+                default=(2**20, 10 * 2**20, 100 * 2**20, 2**30),
+                option="collective-sizes",
+                aliases=("allreduce-sizes",),
+                help="comma-separated message bytes of every collective, with K, M or G, e.g. 1M,1G",
+                read="sizes",
+            ),
+            Axis(
+                "collectives",
+                values={},
+                default=tuple(COLLECTIVES),
+                option="collectives",
+                help=f"comma-separated: {', '.join(COLLECTIVES)}",
+                choices=tuple(COLLECTIVES),
+            ),
+            Axis(
+                "collective_dtypes",
+                values={"pr": ("bf16",)},
+                default=tuple(DTYPES),
+                option="collective-dtypes",
+                help=f"comma-separated: {', '.join(DTYPES)}",
+                choices=tuple(DTYPES),
+            ),
+            Axis(
+                "placements",
+                values={},
+                default=PLACEMENTS,
+                option="placements",
+                help=f"comma-separated: {', '.join(PLACEMENTS)}",
+                choices=PLACEMENTS,
+            ),
+            Derived("collective_run_cases", collective_run_cases),
+        ),
+        flags=(
+            Flag(
+                "allreduce-sweep",
+                sets="collective_sizes",
+                value=ALLREDUCE_SWEEP,
+                help="every collective's sizes from 8 B to 8 GiB, doubling (as nccl-tests), in place of the "
+                "tier's",
+            ),
+        ),
+        # Where two GPUs are visible: every collective at 1 GiB in bf16.
+        cells={
+            "pr": (
+                "test_allreduce.py::test_allreduce[*]",
+                "test_collectives.py::test_collective[*-out_of_place-*]",
+                "test_collectives.py::test_collective[broadcast-*]",
+            )
+        },
+    ),
+)

@@ -1,8 +1,10 @@
 """The data-parallel suites' cases by name: the variants a training step is averaged by, the optimizer
-kinds of the memory comparison, and the suites their results record (perf/workloads/dp_variants.py
+kinds of the memory comparison, and the suites their results record (perf/workloads/data_parallel_steps.py
 builds each variant's step)."""
 
 from __future__ import annotations
+
+from perf.cases.declare import Axis, Suite
 
 # What the benchmarks pass to the harness as `suite`; the tables and the report recognize them by it.
 SUITE = "data_parallel"
@@ -13,3 +15,34 @@ VARIANTS = ("single", "naive", "flat", "individual", "torch_ddp", "fsdp2")
 BUCKETED = "bucketed"
 # AdamW whole in every rank, and ShardedOptimizer's AdamW with its state split across the ranks.
 OPTIMIZER_KINDS = ("adamw", "sharded_adamw")
+
+SUITES = (
+    # Data-parallel training (perf/test_data_parallel.py): the preset, and the bucket sizes of DDPBucketed;
+    # its world sizes are the collectives'.
+    Suite(
+        "data_parallel",
+        axes=(
+            Axis(
+                "dp_presets", param="dp_preset", values={"cpu": ("tiny",)}, default=("xl",), set_by="presets"
+            ),
+            Axis(
+                "bucket_sizes_mb",
+                param="bucket_size_mb",
+                id_prefix="bucket",
+                values={"cpu": (0.01, 0.1, 1.0), "pr": ()},
+                default=(1.0, 10.0, 100.0, 1000.0),
+                option="bucket-sizes-mb",
+                help="comma-separated DDPBucketed bucket sizes in MB, e.g. 1,10,100",
+                read="floats",
+            ),
+        ),
+        # Where two GPUs are visible: xl with torch's DDP and FSDP2, and the sharded optimizer's memory.
+        cells={
+            "pr": (
+                "test_data_parallel.py::test_data_parallel_step[*-torch_ddp]",
+                "test_data_parallel.py::test_data_parallel_step[*-fsdp2]",
+                "test_data_parallel.py::test_sharded_optimizer_memory[*]",
+            )
+        },
+    ),
+)

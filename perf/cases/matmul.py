@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from perf.cases.declare import Axis, Suite
+
 
 @dataclass(frozen=True)
 class MathMode:
@@ -67,3 +69,30 @@ def math_mode(name: str) -> MathMode:
     if name not in MATH_MODES:
         raise ValueError(f"mode: unknown matmul mode {name!r}; accepted: {', '.join(MATH_MODES)}")
     return MATH_MODES[name]
+
+
+# --------------------------------------------------------------------------- the suites' declarations
+SUITES = (
+    # Square matmuls n x n @ n x n in every math mode (perf/test_matmul.py).
+    Suite(
+        "matmul",
+        axes=(
+            Axis(
+                "matmul_sizes",
+                param="matmul_size",
+                id_prefix="n",
+                values={"cpu": (512,), "full": (1024, 2048, 4096, 8192, 16384)},
+                default=(8192,),
+                option="matmul-sizes",
+                help="comma-separated n of the n x n matmuls, e.g. 4096,8192",
+                read="ints",
+            ),
+        ),
+        cells={"pr": ("test_matmul.py::test_matmul[*]",)},  # every math mode at one size
+    ),
+    # The harness's time against triton.testing.do_bench's (perf/test_timing_agreement.py): no axes.
+    Suite(
+        "timing_agreement",
+        cells={"pr": ("test_timing_agreement.py::test_timing_agreement[matmul_bf16_1ms]",)},
+    ),
+)

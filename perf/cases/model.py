@@ -3,6 +3,11 @@ launched, and which attention the compile suite compiles the model with."""
 
 from __future__ import annotations
 
+from model.config import PRESETS
+from model.optim import OPTIMIZER_IMPLS
+from model.precision import PRECISIONS
+from perf.cases.declare import Axis, Derived, Suite
+
 # The project's model with each attention implementation (flash_triton: the project's Triton kernel,
 # CUDA only), and the plain-PyTorch reference model (torch.nn modules and
 # F.scaled_dot_product_attention) that it is measured against.
@@ -14,3 +19,181 @@ CPU_MODEL_IMPLS = ("naive", "sdpa", "reference")
 COMPILE_ATTENTIONS = ("sdpa", "flash_triton")
 # How a step's kernels are launched: one by one from Python, or by replaying a captured CUDA graph.
 LAUNCHES = ("eager", "cuda_graph")
+
+
+# --------------------------------------------------------------------------- the suite's declaration
+CONTEXTS = (128, 256, 512, 1024)
+WARMUPS = (0, 1, 2, 5)
+
+
+def compared_impls(tier) -> tuple[str, ...]:
+    """Implementations measured against the reference model: the naive attention is left out, it is
+    the readable definition, not a contender."""
+    return tuple(i for i in tier.impls if i not in ("reference", "naive"))
+
+
+# The model's axes: other suites' benchmarks take presets, precisions and contexts too (shared: first
+# in every id). The end-to-end steps (perf/test_end_to_end.py) run them all.
+SUITES = (
+    Suite(
+        "end_to_end",
+        shared=True,
+        axes=(
+            Axis(
+                "impls",
+                param="impl",
+                values={"cpu": CPU_MODEL_IMPLS, "pr": ("sdpa", "flash_triton")},
+                default=MODEL_IMPLS,
+                option="impls",
+                help="comma-separated models: naive, sdpa, flash_triton, reference",
+                choices=MODEL_IMPLS,
+            ),
+            Derived("compared_impls", compared_impls, param="compared_impl"),
+            Axis(
+                "presets",
+                param="preset",
+                values={
+                    "cpu": ("tiny", "mini"),
+                    "pr": ("small", "large"),
+                    "full": ("small", "medium", "large", "xl", "2.7b"),
+                },
+                default=("small", "large", "2.7b"),
+                option="presets",
+                help="comma-separated model presets, replacing the tier's",
+                choices=tuple(PRESETS),
+            ),
+            Axis(
+                "precisions",
+                param="precision",
+                # bf16 matmuls are emulated on most CPUs: selectable there, not run by default.
+                values={"cpu": ("fp32",)},
+                default=("fp32", "bf16"),
+                option="precisions",
+                help="comma-separated precisions: fp32, bf16, fp16",
+                choices=PRECISIONS,
+            ),
+            Axis(
+                "contexts",
+                param="context",
+                id_prefix="ctx",
+                values={"cpu": (128,), "full": CONTEXTS},
+                default=(512,),
+                option="contexts",
+                help="comma-separated context lengths, e.g. 128,256,512,1024",
+                read="ints",
+            ),
+            Axis(
+                "warmups",
+                param="warmup",
+                id_prefix="warm",
+                values={"cpu": (1,), "full": WARMUPS},
+                default=(2,),
+                option="warmups",
+                help="comma-separated warm-up step counts, e.g. 0,1,2,5",
+                read="ints",
+                minimum=0,
+            ),
+            # Steps launched op by op (eager) and/or replayed from a captured CUDA graph.
+            Axis(
+                "launches",
+                param="launch",
+                unnamed="eager",
+                values={"full": LAUNCHES},
+                default=("eager",),
+                option="launches",
+                help="comma-separated end-to-end step launches: eager (op by op), cuda_graph (the whole step "
+                "captured once and replayed)",
+                choices=LAUNCHES,
+            ),
+            # torch's fused AdamW: one pass over parameters, gradients and states (the foreach version
+            # took almost half of a 2.7b bf16 step: NOTES.md, Measurements behind comments in the code).
+            Axis(
+                "optimizer",
+                values={},
+                default="torch_fused",
+                option="optimizer",
+                help="train_step AdamW: own, torch (foreach), torch_fused (default)",
+                read="name",
+                choices=OPTIMIZER_IMPLS,
+            ),
+        ),
+        cells={
+            # The training step of a small and a large preset, fp32 and bf16, SDPA and the Triton kernel.
+            "pr": ("test_end_to_end.py::test_train_step[*]",),
+        },
+    ),
+    # torch.compile's gain (perf/test_compile.py): eager against compiled, whole model. Compiling a 2.7b step
+    # takes long (NOTES.md: The Triton attention in the 2.7b step): the default tier compiles the smallest
+    # and the largest preset, in bf16.
+    Suite(
+        "compile",
+        axes=(
+            Axis(
+                "compile_contexts",
+                param="compile_context",
+                id_prefix="ctx",
+                # 2048 adds a context where attention takes a larger share of the step (NOTES.md: comments).
+                values={"cpu": (128,), "full": (512, 2048)},
+                default=(512,),
+                set_by="contexts",
+            ),
+            Axis(
+                "compile_presets",
+                param="compile_preset",
+                values={
+                    "cpu": ("tiny",),
+                    "pr": ("2.7b",),
+                    "default": ("small", "2.7b"),
+                    "full": ("small", "medium", "large", "xl", "2.7b"),
+                },
+                set_by="presets",
+            ),
+            Axis(
+                "compile_precisions",
+                param="compile_precision",
+                values={"cpu": ("fp32",), "pr": ("bf16",), "default": ("bf16",), "full": ("fp32", "bf16")},
+                set_by="precisions",
+            ),
+            Axis(
+                "compile_attentions",
+                param="compile_attention",
+                unnamed="sdpa",
+                values={"default": COMPILE_ATTENTIONS, "full": COMPILE_ATTENTIONS},
+                default=("sdpa",),
+            ),
+        ),
+        cells={
+            "pr": ("test_compile.py::test_compile_gain[*-train_step-*]",)
+        },  # 2.7b bf16, eager and compiled
+    ),
+    # The training step in each precision (perf/test_mixed_precision.py), per preset.
+    Suite(
+        "mixed_precision",
+        axes=(
+            Axis(
+                "step_precisions", param="step_precision", values={}, default=PRECISIONS, set_by="precisions"
+            ),
+        ),
+        # fp16 with its gradient scaler (fp32 and bf16 steps are the end-to-end cells), and autocast alone.
+        cells={
+            "pr": (
+                "test_mixed_precision.py::test_train_step_precision[small-ctx512-fp16]",
+                "test_mixed_precision.py::test_toy_autocast[bf16]",
+            )
+        },
+    ),
+    # CUDA graph replay against eager launches (perf/test_cuda_graphs.py).
+    Suite(
+        "cuda_graphs",
+        axes=(
+            Axis(
+                "graph_presets",
+                param="graph_preset",
+                values={"cpu": ("tiny",), "full": ("small", "medium")},
+                default=("small",),
+                set_by="presets",
+            ),
+        ),
+        cells={"pr": ("test_cuda_graphs.py::test_train_step_cuda_graph[bf16-*]",)},
+    ),
+)

@@ -7,6 +7,8 @@ The transfer and collective suites name their sizes with byte_size_label, so tha
 
 from __future__ import annotations
 
+from perf.cases.declare import Axis, Suite
+
 # Host memory a host-to-device copy reads from: page-locked, or the ordinary pageable kind.
 HOST_MEMORY = ("pinned", "pageable")
 
@@ -31,3 +33,29 @@ def parse_byte_size(text: str) -> int:
     if not digits.isdigit() or int(digits) == 0:
         raise ValueError(f"{text!r} is not a positive byte count; give an integer, optionally with K, M or G")
     return int(digits) * _SIZE_SUFFIXES[suffix]
+
+
+SUITES = (
+    # Host-to-device copies and copy/compute overlap (perf/test_transfer.py): bytes per copy.
+    Suite(
+        "transfer",
+        axes=(
+            Axis(
+                "transfer_sizes",
+                param="transfer_size",
+                label=byte_size_label,
+                values={"cpu": (2**20,), "pr": (2**26,), "full": (2**16, 2**20, 2**24, 2**26, 2**28, 2**30)},
+                default=(2**20, 2**26, 2**30),
+                option="transfer-sizes",
+                help="comma-separated bytes per host-to-device copy, with K, M or G (binary), e.g. 1M,1G",
+                read="sizes",
+            ),
+        ),
+        cells={
+            "pr": (
+                "test_transfer.py::test_host_to_device[64MiB-pinned]",
+                "test_transfer.py::test_copy_compute_overlap[*]",
+            )
+        },
+    ),
+)

@@ -250,6 +250,13 @@ class Bench:
         if not durations_s or any(d < 0 for d in durations_s):
             raise ValueError(f"durations_s must be non-negative and not empty; got {list(durations_s)!r}")
         ticks = _replay_clock(durations_s)
+        if not hasattr(self.benchmark, "_timer"):  # pyproject.toml bounds pytest-benchmark below 6
+            from pytest_benchmark import __version__
+
+            raise RuntimeError(
+                f"pytest-benchmark {__version__}: its fixture has no _timer, the clock record_rounds replays "
+                "rounds timed elsewhere through (pytest-benchmark 4 and 5 have it)"
+            )
         timer = self.benchmark._timer  # pytest-benchmark 4 and 5 read the clock from this attribute
         self.benchmark._timer = lambda: next(ticks)
         try:

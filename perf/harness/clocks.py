@@ -203,7 +203,8 @@ class ClockSampler:
         clocks = _statistics(samples)
         if self._marked is not None and samples[self._marked :]:
             # The profiled calls alone: what the GPU time was measured at.
-            clocks["profiled"] = {k: v for k, v in _statistics(samples[self._marked :]).items() if k != "throttle"}
+            profiled = _statistics(samples[self._marked :])
+            clocks["profiled"] = {k: v for k, v in profiled.items() if k != "throttle"}
         return {"clocks": clocks} | ({"clocks_note": self._note} if self._note else {})
 
     def mark(self) -> None:
@@ -218,7 +219,9 @@ def _statistics(samples: list[tuple[float, int]]) -> dict[str, Any]:
     none was), the number of samples, and the share of samples in which each reason held it down."""
     busy = [sample for sample in samples if not sample[1] & GPU_IDLE] or samples
     mhz, count = [sample[0] for sample in busy], len(samples)
-    throttle = {name: sum(1 for _, r in samples if r & bits) / count for name, bits in THROTTLE_REASONS.items()}
+    throttle = {
+        name: sum(1 for _, r in samples if r & bits) / count for name, bits in THROTTLE_REASONS.items()
+    }
     return {
         "sm_mhz_mean": sum(mhz) / len(mhz),
         "sm_mhz_min": min(mhz),

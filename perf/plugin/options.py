@@ -1,32 +1,27 @@
-"""The suite's command-line options, and the tier they choose: `--tier` picks one of perf/tiers.py, the
-other options replace its values axis by axis. `--allocators` selects among the memory suite's own
-allocator cases (perf/test_memory.py) instead.
+"""The suite's command-line options, and the tier they choose: `--tier` picks one of perf/tiers.py, and
+every axis a suite declares with an option (perf/cases/declare.py) replaces the tier's values of that
+axis and of the axes it sets. `--allocators` selects among the memory suite's own allocator cases
+(perf/test_memory.py) instead.
 
-Every value is checked before anything is measured: a bad one stops the run with a UsageError that
-names the option and the accepted values, so that a typo never runs (or stores) a different suite.
+Every value is checked before anything is measured: a bad or empty one stops the run with a UsageError
+that names the option and the accepted values, so that a typo never runs (or stores) a different suite.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from perf.cases.attention import SWEEPS
+from perf.cases.declare import Axis
 from perf.cases.memory import ALLOCATORS
 from perf.cases.transfer import parse_byte_size
-from perf.tiers import (
-    ALLREDUCE_SWEEP,
-    AXIS_CHOICES,
-    TIERS,
-    Tier,
-    largest_fitting_preset,
-    shape_filter_problem,
-)
+from perf.storage import PERF
+from perf.tiers import AXES, FLAGS, TIERS, Tier, largest_fitting_preset, shape_filter_problem
 
-PERF = Path(__file__).resolve().parents[1]  # the benchmarks' folder
+# The axes with an option of their own, in the order --help lists them.
+OPTION_AXES = tuple(axis for axis in AXES if axis.option)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,47 +30,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tier", default="auto", help=f"auto, {', '.join(TIERS)}; auto is 'default' on a GPU, 'cpu' without"
     )
-    group.addoption("--presets", help="comma-separated model presets, replacing the tier's")
-    group.addoption("--precisions", help="comma-separated precisions: fp32, bf16, fp16")
-    group.addoption("--contexts", help="comma-separated context lengths, e.g. 128,256,512,1024")
-    group.addoption("--warmups", help="comma-separated warm-up step counts, e.g. 0,1,2,5")
-    group.addoption("--impls", help="comma-separated models: naive, sdpa, flash_triton, reference")
-    group.addoption("--optimizer", help="train_step AdamW: own, torch (foreach), torch_fused (default)")
-    group.addoption(
-        "--launches",
-        help="comma-separated end-to-end step launches: eager (op by op), cuda_graph (the whole step "
-        "captured once and replayed)",
-    )
-    group.addoption(
-        "--attention-providers", help=f"comma-separated: {', '.join(AXIS_CHOICES['attention-providers'])}"
-    )
-    group.addoption(
-        "--attention-modes", help=f"comma-separated: {', '.join(AXIS_CHOICES['attention-modes'])}"
-    )
-    group.addoption("--attention-sweeps", help=f"comma-separated shape sweeps: {', '.join(SWEEPS)}")
-    group.addoption("--seqs", help="comma-separated sequence lengths: keeps the sweeps' shapes with these")
-    group.addoption("--head-dims", help="comma-separated head dims: keeps the sweeps' shapes with these")
-    group.addoption("--matmul-sizes", help="comma-separated n of the n x n matmuls, e.g. 4096,8192")
-    group.addoption(
-        "--transfer-sizes",
-        help="comma-separated bytes per host-to-device copy, with K, M or G (binary), e.g. 1M,1G",
-    )
-    group.addoption(
-        "--allreduce-sizes", help="comma-separated fp32 all-reduce message bytes, with K, M or G, e.g. 1M,1G"
-    )
-    group.addoption(
-        "--allreduce-sweep",
-        action="store_true",
-        help="all-reduce sizes from 8 B to 8 GiB, doubling (as nccl-tests), in place of the tier's",
-    )
-    group.addoption("--allreduce-backends", help="comma-separated: gloo (CPU tensors), nccl (GPUs)")
-    group.addoption("--collectives", help=f"comma-separated: {', '.join(AXIS_CHOICES['collectives'])}")
-    group.addoption(
-        "--collective-dtypes", help=f"comma-separated: {', '.join(AXIS_CHOICES['collective-dtypes'])}"
-    )
-    group.addoption("--placements", help=f"comma-separated: {', '.join(AXIS_CHOICES['placements'])}")
-    group.addoption("--world-sizes", help="comma-separated process counts, e.g. 2,4,8")
-    group.addoption("--bucket-sizes-mb", help="comma-separated DDPBucketed bucket sizes in MB, e.g. 1,10,100")
+    for axis in OPTION_AXES:
+        names = [f"--{axis.option}", *(f"--{alias}" for alias in axis.aliases)]
+        help = axis.help + (f" (also --{', --'.join(axis.aliases)}, its former name)" if axis.aliases else "")
+        group.addoption(*names, dest=axis.name, help=help)
+    for flag in FLAGS:
+        group.addoption(f"--{flag.option}", action="store_true", help=flag.help)
     group.addoption(
         "--allocators",
         help=f"comma-separated CUDA caching allocator settings of the memory suite: {', '.join(ALLOCATORS)}",
@@ -87,7 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _split(option: str, raw: str, accepted: tuple | None = None) -> tuple[str, ...]:
+# --------------------------------------------------------------------------- reading values
+def _split(option: str, raw: str, accepted: tuple = ()) -> tuple[str, ...]:
     values = tuple(v.strip() for v in raw.split(",") if v.strip())
     if not values:
         what = f"accepted: {', '.join(map(str, accepted))}" if accepted else "give at least one value"
@@ -95,7 +56,15 @@ def _split(option: str, raw: str, accepted: tuple | None = None) -> tuple[str, .
     return values
 
 
-def _parse_ints(option: str, raw: str, minimum: int) -> tuple[int, ...]:
+def _names(option: str, raw: str, accepted: tuple) -> tuple[str, ...]:
+    values = _split(option, raw, accepted)
+    for v in values:
+        if v not in accepted:
+            raise pytest.UsageError(f"--{option}: unknown value {v!r}; accepted: {', '.join(accepted)}")
+    return values
+
+
+def _ints(option: str, raw: str, minimum: int) -> tuple[int, ...]:
     values = []
     for v in _split(option, raw):
         try:
@@ -108,16 +77,7 @@ def _parse_ints(option: str, raw: str, minimum: int) -> tuple[int, ...]:
     return tuple(values)
 
 
-def _parse_names(option: str, raw: str, accepted: tuple | None = None) -> tuple[str, ...]:
-    accepted = AXIS_CHOICES[option] if accepted is None else accepted
-    values = _split(option, raw, accepted)
-    for v in values:
-        if v not in accepted:
-            raise pytest.UsageError(f"--{option}: unknown value {v!r}; accepted: {', '.join(accepted)}")
-    return values
-
-
-def _parse_positive_floats(option: str, raw: str) -> tuple[float, ...]:
+def _positive_floats(option: str, raw: str) -> tuple[float, ...]:
     values = []
     for v in _split(option, raw):
         try:
@@ -130,17 +90,33 @@ def _parse_positive_floats(option: str, raw: str) -> tuple[float, ...]:
     return tuple(values)
 
 
-def _parse_sizes(option: str, raw: str) -> tuple[int, ...]:
+def _sizes(option: str, raw: str) -> tuple[int, ...]:
     try:
         return tuple(parse_byte_size(v) for v in _split(option, raw))
     except ValueError as err:
         raise pytest.UsageError(f"--{option}: {err}") from None
 
 
+def read(axis: Axis, raw: str) -> Any:
+    """An option's text as the axis's values (`Axis.read`), or a UsageError naming what is accepted."""
+    option = axis.option
+    if axis.read == "names":
+        return _names(option, raw, axis.choices)
+    if axis.read == "name":
+        if raw not in axis.choices:
+            raise pytest.UsageError(f"--{option}: unknown value {raw!r}; accepted: {', '.join(axis.choices)}")
+        return raw
+    if axis.read == "ints":
+        return _ints(option, raw, axis.minimum)
+    if axis.read == "sizes":
+        return _sizes(option, raw)
+    return _positive_floats(option, raw)
+
+
 def select_allocators(config: pytest.Config) -> tuple[str, ...]:
     """--allocators: the memory suite's allocator settings (perf/workloads/memory.py), all by default."""
     raw = config.getoption("allocators")
-    return ALLOCATORS if raw is None else _parse_names("allocators", raw, ALLOCATORS)
+    return ALLOCATORS if raw is None else _names("allocators", raw, ALLOCATORS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -165,70 +141,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+# --------------------------------------------------------------------------- the tier
+def given_values(config: pytest.Config) -> dict[str, Any]:
+    """The axes the options set: each option's axis and the axes it sets too (`Axis.set_by`), then the
+    flags. An empty value is given (and refused), never the tier's own."""
+    given: dict[str, Any] = {}
+    for axis in OPTION_AXES:
+        raw = config.getoption(axis.name)
+        if raw is not None:
+            given[axis.name] = read(axis, raw)
+    for axis in AXES:
+        if axis.set_by in given:
+            given[axis.name] = given[axis.set_by]
+    for flag in FLAGS:
+        if config.getoption(flag.option.replace("-", "_")):
+            given[flag.sets] = flag.value
+    return given
+
+
+def former_names_used(config: pytest.Config) -> list[str]:
+    """Notes for options given by a former name: which name replaces it."""
+    args = [str(a) for a in config.invocation_params.args]
+    return [
+        f"--{alias} is now --{axis.option}; the former name still works"
+        for axis in OPTION_AXES
+        for alias in axis.aliases
+        if any(a == f"--{alias}" or a.startswith(f"--{alias}=") for a in args)
+    ]
+
+
 def select_tier(config: pytest.Config, device: torch.device) -> Tier:
     name = config.getoption("tier")
     if name == "auto":
         name = "default" if device.type == "cuda" else "cpu"
     if name not in TIERS:
         raise pytest.UsageError(f"--tier: unknown tier {name!r}; accepted: auto, {', '.join(TIERS)}")
-
-    def opt(dest: str, parse: Callable[..., tuple], *args: object) -> tuple | None:
-        """The option's values by `parse`, or None where it was not given; an empty value is given
-        (and refused by `parse`, naming what is accepted), never the tier's default."""
-        raw = config.getoption(dest)
-        return None if raw is None else parse(dest.replace("_", "-"), raw, *args)
-
-    optimizer = config.getoption("optimizer")
-    if optimizer is not None and optimizer not in AXIS_CHOICES["optimizer"]:
-        raise pytest.UsageError(
-            f"--optimizer: unknown value {optimizer!r}; accepted: {', '.join(AXIS_CHOICES['optimizer'])}"
-        )
-    presets = opt("presets", _parse_names)
-    precisions = opt("precisions", _parse_names)
-    contexts = opt("contexts", _parse_ints, 1)
-    seqs = opt("seqs", _parse_ints, 1)
-    head_dims = opt("head_dims", _parse_ints, 1)
-    tier = TIERS[name].with_overrides(
-        presets=presets,
-        precisions=precisions,
-        impls=opt("impls", _parse_names),
-        contexts=contexts,
-        warmups=opt("warmups", _parse_ints, 0),
-        launches=opt("launches", _parse_names),
-        optimizer=optimizer,
-        attention_providers=opt("attention_providers", _parse_names),
-        attention_modes=opt("attention_modes", _parse_names),
-        attention_sweeps=opt("attention_sweeps", _parse_names),
-        seqs=seqs,
-        head_dims=head_dims,
-        scaling_seqs=seqs,
-        scaling_head_dims=head_dims,
-        # The measurement suites follow --presets, --precisions and --contexts too.
-        compile_presets=presets,
-        compile_contexts=contexts,
-        scaling_precisions=precisions,
-        compile_precisions=precisions,
-        step_precisions=precisions,
-        memory_presets=presets,
-        memory_contexts=contexts,
-        graph_presets=presets,
-        matmul_sizes=opt("matmul_sizes", _parse_ints, 1),
-        transfer_sizes=opt("transfer_sizes", _parse_sizes),
-        allreduce_sizes=ALLREDUCE_SWEEP
-        if config.getoption("allreduce_sweep")
-        else opt("allreduce_sizes", _parse_sizes),
-        allreduce_backends=opt("allreduce_backends", _parse_names),
-        collectives=opt("collectives", _parse_names),
-        collective_dtypes=opt("collective_dtypes", _parse_names),
-        placements=opt("placements", _parse_names),
-        world_sizes=opt("world_sizes", _parse_ints, 1),
-        dp_presets=presets,
-        bucket_sizes_mb=opt("bucket_sizes_mb", _parse_positive_floats),
-    )
-    if tier.memory_presets is None:
+    given = given_values(config)
+    tier = TIERS[name].with_overrides(**given)
+    if tier.memory_presets is None:  # the largest preset whose training state fits the device
         total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0
         tier = tier.with_overrides(memory_presets=(largest_fitting_preset(total),))
-    problem = shape_filter_problem(tier, given={"seqs": seqs is not None, "head-dims": head_dims is not None})
+    problem = shape_filter_problem(tier, given={"seqs": "seqs" in given, "head-dims": "head_dims" in given})
     if problem:
         raise pytest.UsageError(problem)
     return tier

@@ -15,7 +15,7 @@ import torch
 
 from perf import harness
 from perf.plugin.baselines import route_results_to_baselines
-from perf.plugin.options import select_tier
+from perf.plugin.options import former_names_used, select_tier
 from perf.workloads import launched_session
 
 
@@ -32,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.perf_tier = launched_session.world_sizes(
         select_tier(config, device), given=config.getoption("world_sizes") is not None
     )
-    config.perf_notes = []
+    config.perf_notes = former_names_used(config)
     config.perf_out_of_memory = []
     config.perf_snapshot_dir = _snapshot_dir(config, device)
     route_results_to_baselines(config, device)

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from perf.cases.attention import PROVIDER_NAMES, AttentionShape
-from perf.tables.format import fmt
+from perf.tables.format import Column, fmt, header, line
 
 BASELINE_PROVIDER = "sdpa_flash"
 # What the attention benchmarks put in extra_info besides the harness's figures.
@@ -25,6 +25,18 @@ def shape_of(info: Mapping[str, Any]) -> AttentionShape:
     return AttentionShape(info["batch"], info["heads"], info["seq"], info["head_dim"], info["causal"])
 
 
+# A provider's row starts two spaces in, under its mode, shape and dtype.
+ATTENTION_COLUMNS = (
+    Column("provider", 24, "<"),
+    Column("ms", 10),
+    Column("GPU ms", 10),
+    Column("busy", 5),
+    Column("TFLOP/s", 8),
+    Column(f"vs {BASELINE_PROVIDER}", 14),
+    Column("first call s", 12),
+)
+
+
 def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     """Lines of the table for the attention results among `infos` (benchmarks' extra_info); none if none."""
     groups: dict[tuple, dict[str, Mapping[str, Any]]] = {}
@@ -33,10 +45,7 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
         groups.setdefault((info["mode"], str(shape), info["dtype"]), {})[info["provider"]] = info
     if not groups:
         return []
-    lines = [
-        f"{'provider':<24} {'ms':>10} {'GPU ms':>10} {'busy':>5} {'TFLOP/s':>8} "
-        f"{'vs ' + BASELINE_PROVIDER:>14} {'first call s':>12}"
-    ]
+    lines = [header(ATTENTION_COLUMNS)]
     order = {name: i for i, name in enumerate(PROVIDER_NAMES)}
     for (mode, shape, dtype), by_provider in groups.items():
         lines.append(f"{mode} {shape} {dtype}")
@@ -44,15 +53,27 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
         for provider in sorted(by_provider, key=lambda p: order.get(p, len(order))):
             info = by_provider[provider]
             relative = baseline["median_ms"] / info["median_ms"] if baseline else None
+            cells = [f"  {provider}", f"{info['median_ms']:.3f}", fmt(info.get("gpu_ms"), ".3f")]
+            cells += [fmt(info.get("gpu_busy_share"), ".0%"), fmt(info.get("tflops"), ".3g")]
             lines.append(
-                f"  {provider:<22} {info['median_ms']:>10.3f} {fmt(info.get('gpu_ms'), '.3f'):>10} "
-                f"{fmt(info.get('gpu_busy_share'), '.0%'):>5} {fmt(info.get('tflops'), '.3g'):>8} "
-                f"{fmt(relative, '.2f', 'x'):>14} {fmt(info.get('compile_s'), '.2f'):>12}"
+                line(
+                    ATTENTION_COLUMNS, [*cells, fmt(relative, ".2f", "x"), fmt(info.get("compile_s"), ".2f")]
+                )
             )
     return lines
 
 
 DTYPE_COST_TITLE = "attention in fp32 against bf16: medians and their ratio (above 1: fp32 slower)"
+
+
+DTYPE_COST_COLUMNS = (
+    Column("mode", 17, "<"),
+    Column("shape", 34, "<"),
+    Column("provider", 22, "<"),
+    Column("bf16 ms", 9),
+    Column("fp32 ms", 9),
+    Column("fp32/bf16", 9),
+)
 
 
 def dtype_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -64,16 +85,26 @@ def dtype_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     pairs = [(key, ms) for key, ms in medians.items() if "float32" in ms and "bfloat16" in ms]
     if not pairs:
         return []
-    lines = [f"{'mode':<17} {'shape':<34} {'provider':<22} {'bf16 ms':>9} {'fp32 ms':>9} {'fp32/bf16':>9}"]
+    lines = [header(DTYPE_COST_COLUMNS)]
     for (mode, shape, provider), ms in pairs:
-        lines.append(
-            f"{mode:<17} {shape:<34} {provider:<22} {ms['bfloat16']:>9.3f} {ms['float32']:>9.3f} "
-            f"{ms['float32'] / ms['bfloat16']:>8.2f}x"
-        )
+        cells = [mode, shape, provider, f"{ms['bfloat16']:.3f}", f"{ms['float32']:.3f}"]
+        lines.append(line(DTYPE_COST_COLUMNS, [*cells, f"{ms['float32'] / ms['bfloat16']:.2f}x"]))
     return lines
 
 
 SCALING_TITLE = "naive attention scaling: forward and backward apart, memory kept for backward"
+
+
+SCALING_COLUMNS = (
+    Column("shape", 26, "<"),
+    Column("dtype", 8, "<"),
+    Column("provider", 15, "<"),
+    Column("fwd ms", 9),
+    Column("bwd ms", 9),
+    Column("fwd+bwd ms", 11),
+    Column("GiB before bwd", 14),
+    Column("first call s", 12),
+)
 
 
 def scaling_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -81,17 +112,17 @@ def scaling_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     rows = [i for i in infos if i.get("suite") == "attention_scaling" and i.get("median_ms") is not None]
     if not rows:
         return []
-    lines = [
-        f"{'shape':<26} {'dtype':<8} {'provider':<15} {'fwd ms':>9} {'bwd ms':>9} {'fwd+bwd ms':>11} "
-        f"{'GiB before bwd':>14} {'first call s':>12}"
-    ]
+    lines = [header(SCALING_COLUMNS)]
     for info in rows:
         shape = shape_of(info)
         held = info.get("memory_before_backward_bytes")
-        lines.append(
-            f"{shape!s:<26} {info['dtype']:<8} {info['provider']:<15} "
-            f"{fmt(info.get('forward_ms'), '.3f'):>9} {fmt(info.get('backward_ms'), '.3f'):>9} "
-            f"{info['median_ms']:>11.3f} {fmt(held / 2**30 if held else None, '.2f'):>14} "
-            f"{fmt(info.get('compile_s'), '.2f'):>12}"
-        )
+        cells = [str(shape), info["dtype"], info["provider"], fmt(info.get("forward_ms"), ".3f")]
+        cells += [fmt(info.get("backward_ms"), ".3f"), f"{info['median_ms']:.3f}"]
+        cells += [fmt(held / 2**30 if held else None, ".2f"), fmt(info.get("compile_s"), ".2f")]
+        lines.append(line(SCALING_COLUMNS, cells))
     return lines
+
+
+# The end of a run and the report show the suites' tables in ORDER (perf/tables/summary.py).
+ORDER = 10
+TABLES = [(TITLE, attention_table), (DTYPE_COST_TITLE, dtype_cost_table), (SCALING_TITLE, scaling_table)]

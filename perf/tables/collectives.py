@@ -8,7 +8,7 @@ from typing import Any
 
 from perf.cases.collectives import ALLREDUCE_BACKENDS, ALLREDUCE_SUITE, COLLECTIVES, DTYPES, PLACEMENTS, SUITE
 from perf.cases.transfer import byte_size_label
-from perf.tables.format import fmt, registry_order
+from perf.tables.format import Column, fmt, header, line, registry_order
 
 TITLE = (
     "collectives: median, algbw and busbw in GB/s (busbw = algbw x 2(n-1)/n for all_reduce, (n-1)/n for "
@@ -26,6 +26,19 @@ def _case(x: Mapping[str, Any]) -> tuple[str, str, str]:
         _SHORT_DTYPE.get(dtype, dtype),
         x.get("placement", "in_place"),
     )
+
+
+# A collective's row starts two spaces in, under its backend and world size.
+COLUMNS = (
+    Column("collective", 16, "<"),
+    Column("dtype", 5, "<"),
+    Column("placement", 12, "<"),
+    Column("size", 8, "<"),
+    Column("ms", 10),
+    Column("algbw GB/s", 11),
+    Column("busbw GB/s", 11),
+    Column("#wrong", 7),
+)
 
 
 def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -46,10 +59,7 @@ def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
         )
 
     results.sort(key=order)
-    lines = [
-        f"{'collective':<16} {'dtype':<5} {'placement':<12} {'size':<8} {'ms':>10} {'algbw GB/s':>11} "
-        f"{'busbw GB/s':>11} {'#wrong':>7}"
-    ]
+    lines = [header(COLUMNS)]
     configuration = None
     for x in results:
         if (x["backend"], x["world_size"]) != configuration:
@@ -57,9 +67,15 @@ def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
             lines.append(f"{x['backend']} with {x['world_size']} ranks")
         collective, dtype, placement = _case(x)
         # 4 significant digits: from latency-bound 8 B messages (0.0004 GB/s) to NVLink (hundreds).
-        lines.append(
-            f"  {collective:<14} {dtype:<5} {placement:<12} {byte_size_label(x['size_bytes']):<8} "
-            f"{fmt(x.get('median_ms'), '.3f'):>10} {fmt(x.get('algbw_gbps'), '.4g'):>11} "
-            f"{fmt(x.get('busbw_gbps'), '.4g'):>11} {fmt(x.get('wrong_elements'), 'd'):>7}"
-        )
+        cells = [f"  {collective}", dtype, placement, byte_size_label(x["size_bytes"])]
+        cells += [
+            fmt(x.get("median_ms"), ".3f"),
+            fmt(x.get("algbw_gbps"), ".4g"),
+            fmt(x.get("busbw_gbps"), ".4g"),
+        ]
+        lines.append(line(COLUMNS, [*cells, fmt(x.get("wrong_elements"), "d")]))
     return lines
+
+
+ORDER = 50  # perf/tables/summary.py
+TABLES = [(TITLE, table)]

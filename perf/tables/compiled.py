@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from perf.tables.format import fmt
+from perf.tables.format import Column, fmt, header, line
 
 # What every compile benchmark (perf/test_compile.py) passes to bench.run as `suite`.
 SUITE = "compile"
@@ -37,6 +37,35 @@ def _case(info: Mapping[str, Any]) -> tuple:
     return info["mode"], info["preset"], info["precision"], info["context"]
 
 
+COLUMNS = (
+    Column("mode", 11, "<"),
+    Column("preset", 7, "<"),
+    Column("prec", 5, "<"),
+    Column("ctx", 5),
+    Column("attention", 12, "<"),
+    Column("eager ms", 10),
+    Column("compiled ms", 11),
+    Column("speedup", 8),
+    Column("compile s", 9),
+    Column("cached", 6),
+)
+# Per attention implementation its median, GPU time and MFU, then the contender's over the baseline's.
+ATTENTION_COLUMNS = (
+    Column("mode", 11, "<"),
+    Column("preset", 7, "<"),
+    Column("prec", 5, "<"),
+    Column("ctx", 5),
+    Column("variant", 8, "<"),
+    *(
+        column
+        for name in (BASELINE_ATTENTION, CONTENDER_ATTENTION)
+        for column in (Column(f"{name} ms", max(10, len(name) + 3)), Column("GPU ms", 9), Column("MFU", 6))
+    ),
+    Column("ratio", 6),
+    Column("GPU ratio", 9),
+)
+
+
 def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     """Lines of the table for the compile results among `infos` (benchmarks' extra_info); none if none.
 
@@ -48,19 +77,13 @@ def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
         cases.setdefault((*_case(info), info.get("impl") or "-"), {})[info["variant"]] = info
     if not cases:
         return []
-    lines = [
-        f"{'mode':<11} {'preset':<7} {'prec':<5} {'ctx':>5} {'attention':<12} {'eager ms':>10} "
-        f"{'compiled ms':>11} {'speedup':>8} {'compile s':>9} {'cached':>6}"
-    ]
+    lines = [header(COLUMNS)]
     for (mode, preset, precision, context, attention), by_variant in cases.items():
         eager, compiled = by_variant.get("eager"), by_variant.get("compiled")
         speedup = eager["median_ms"] / compiled["median_ms"] if eager and compiled else None
-        lines.append(
-            f"{mode:<11} {preset:<7} {precision:<5} {context:>5} {attention:<12} "
-            f"{fmt(_get(eager, 'median_ms'), '.3f'):>10} {fmt(_get(compiled, 'median_ms'), '.3f'):>11} "
-            f"{fmt(speedup, '.2f', 'x'):>8} {fmt(_get(compiled, 'compile_s'), '.1f'):>9} "
-            f"{_cached(compiled):>6}"
-        )
+        cells = [mode, preset, precision, str(context), attention, fmt(_get(eager, "median_ms"), ".3f")]
+        cells += [fmt(_get(compiled, "median_ms"), ".3f"), fmt(speedup, ".2f", "x")]
+        lines.append(line(COLUMNS, [*cells, fmt(_get(compiled, "compile_s"), ".1f"), _cached(compiled)]))
     return lines
 
 
@@ -77,27 +100,22 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
             cases.setdefault(_case(info), {})[info["variant"], info["impl"]] = info
     if not any(impl == CONTENDER_ATTENTION for by_run in cases.values() for _, impl in by_run):
         return []
-    figures = "".join(
-        f" {name + ' ms':>{max(10, len(name) + 3)}} {'GPU ms':>9} {'MFU':>6}"
-        for name in (BASELINE_ATTENTION, CONTENDER_ATTENTION)
-    )
-    case = f"{'mode':<11} {'preset':<7} {'prec':<5} {'ctx':>5} {'variant':<8}"
-    lines = [f"{case}{figures} {'ratio':>6} {'GPU ratio':>9}"]
+    lines = [header(ATTENTION_COLUMNS)]
     for (mode, preset, precision, context), by_run in cases.items():
         for variant in VARIANTS:
             base = by_run.get((variant, BASELINE_ATTENTION))
             contender = by_run.get((variant, CONTENDER_ATTENTION))
             if base is None and contender is None:
                 continue
-            row = f"{mode:<11} {preset:<7} {precision:<5} {context:>5} {variant:<8}"
-            for name, info in ((BASELINE_ATTENTION, base), (CONTENDER_ATTENTION, contender)):
-                row += (
-                    f" {fmt(_get(info, 'median_ms'), '.3f'):>{max(10, len(name) + 3)}}"
-                    f" {fmt(_opt(info, 'gpu_ms'), '.3f'):>9} {fmt(_opt(info, 'mfu'), '.1%'):>6}"
-                )
-            ratio = _ratio(contender, base, "median_ms")
-            gpu_ratio = _ratio(contender, base, "gpu_ms")
-            lines.append(f"{row} {fmt(ratio, '.2f'):>6} {fmt(gpu_ratio, '.2f'):>9}")
+            cells = [mode, preset, precision, str(context), variant]
+            for info in (base, contender):
+                cells += [fmt(_get(info, "median_ms"), ".3f"), fmt(_opt(info, "gpu_ms"), ".3f")]
+                cells.append(fmt(_opt(info, "mfu"), ".1%"))
+            cells += [
+                fmt(_ratio(contender, base, "median_ms"), ".2f"),
+                fmt(_ratio(contender, base, "gpu_ms"), ".2f"),
+            ]
+            lines.append(line(ATTENTION_COLUMNS, cells))
     return lines
 
 
@@ -122,3 +140,7 @@ def _cached(compiled: Mapping[str, Any] | None) -> str:
         return "-"
     hits, misses = compiled["graph_cache_hits"], compiled.get("graph_cache_misses") or 0
     return f"{hits}/{hits + misses}"
+
+
+ORDER = 20  # perf/tables/summary.py
+TABLES = [(TITLE, table), (ATTENTION_TITLE, attention_table)]

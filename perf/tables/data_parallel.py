@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from perf.cases.data_parallel import BUCKETED, OPTIMIZER_KINDS, SHARDED_SUITE, SUITE, VARIANTS
-from perf.tables.format import Info, fmt, gib, of_suite, registry_order, titled
+from perf.tables.format import Column, Info, fmt, gib, header, line, of_suite, registry_order, titled
 
 STEP_TITLE = (
     "data-parallel training step per variant: overhead and share over one GPU alone ('single'), "
@@ -60,6 +60,31 @@ def held_mib(x: Info) -> str:
     return fmt(max(per_rank) / 2**20 if per_rank else None, ".1f")
 
 
+# A variant's row starts two spaces in, under its setup's line.
+STEP_COLUMNS = (
+    Column("variant", 18, "<"),
+    Column("ms", 10),
+    Column("tokens/s", 11),
+    Column("sync ms", 9),
+    Column("overhead ms", 11),
+    Column("share", 6),
+    Column("vs DDP", 7),
+    Column("peak GiB", 8),
+    Column("held MiB", 9),
+)
+MEMORY_COLUMNS = (
+    Column("optimizer", 15, "<"),
+    Column("built", 7),
+    Column("pre-step", 8),
+    Column("stepped", 8),
+    Column("peak", 7),
+    Column("state MiB", 10),
+    Column("vs adamw", 8),
+    Column("held MiB", 9),
+    Column("ms", 10),
+)
+
+
 def step_table(infos: Iterable[Info]) -> list[str]:
     results = results_of(SUITE, infos)
     if not results:
@@ -71,22 +96,24 @@ def step_table(infos: Iterable[Info]) -> list[str]:
             x.get("bucket_size_mb") or 0.0,
         )
     )
-    lines = [
-        f"{'variant':<18} {'ms':>10} {'tokens/s':>11} {'sync ms':>9} {'overhead ms':>11} {'share':>6} "
-        f"{'vs DDP':>7} {'peak GiB':>8} {'held MiB':>9}"
-    ]
+    lines = [header(STEP_COLUMNS)]
     setup = None
     for x in results:
         if setup_key(x) != setup:
             setup = setup_key(x)
             lines.append(setup_line(x))
-        lines.append(
-            f"  {variant_label(x):<16} {fmt(x.get('median_ms'), '.3f'):>10} "
-            f"{fmt(x.get('tokens_per_s'), '.0f'):>11} {fmt(x.get('sync_wait_ms'), '.3f'):>9} "
-            f"{fmt(x.get('comm_overhead_ms'), '.3f'):>11} {fmt(x.get('comm_share'), '.0%'):>6} "
-            f"{fmt(x.get('vs_torch_ddp'), '.2f', 'x'):>7} {gib(x.get('peak_memory_bytes')):>8} "
-            f"{held_mib(x):>9}"
-        )
+        cells = [
+            f"  {variant_label(x)}",
+            fmt(x.get("median_ms"), ".3f"),
+            fmt(x.get("tokens_per_s"), ".0f"),
+            fmt(x.get("sync_wait_ms"), ".3f"),
+            fmt(x.get("comm_overhead_ms"), ".3f"),
+            fmt(x.get("comm_share"), ".0%"),
+            fmt(x.get("vs_torch_ddp"), ".2f", "x"),
+            gib(x.get("peak_memory_bytes")),
+            held_mib(x),
+        ]
+        lines.append(line(STEP_COLUMNS, cells))
     if any(x["variant"] in ("torch_ddp", "fsdp2") for x in results):
         lines.append(
             "sync ms: time in finish_gradient_synchronization; torch_ddp's all-reduces and fsdp2's "
@@ -100,25 +127,29 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
     if not results:
         return []
     results.sort(key=lambda x: (setup_order(x), registry_order(x["optimizer_kind"], OPTIMIZER_KINDS)))
-    lines = [
-        f"{'optimizer':<15} {'built':>7} {'pre-step':>8} {'stepped':>8} {'peak':>7} {'state MiB':>10} "
-        f"{'vs adamw':>8} {'held MiB':>9} {'ms':>10}"
-    ]
+    lines = [header(MEMORY_COLUMNS)]
     setup = None
     for x in results:
         if setup_key(x) != setup:
             setup = setup_key(x)
             lines.append(setup_line(x))
         state = x.get("optimizer_state_bytes")
-        lines.append(
-            f"  {x['optimizer_kind']:<13} {gib(x.get('after_build_bytes')):>7} "
-            f"{gib(x.get('before_step_bytes')):>8} {gib(x.get('after_step_bytes')):>8} "
-            f"{gib(x.get('peak_bytes')):>7} {fmt(None if state is None else state / 2**20, '.1f'):>10} "
-            f"{fmt(x.get('state_vs_adamw'), '.3f'):>8} {held_mib(x):>9} {fmt(x.get('median_ms'), '.3f'):>10}"
-        )
+        cells = [
+            f"  {x['optimizer_kind']}",
+            gib(x.get("after_build_bytes")),
+            gib(x.get("before_step_bytes")),
+            gib(x.get("after_step_bytes")),
+            gib(x.get("peak_bytes")),
+            fmt(None if state is None else state / 2**20, ".1f"),
+            fmt(x.get("state_vs_adamw"), ".3f"),
+            held_mib(x),
+            fmt(x.get("median_ms"), ".3f"),
+        ]
+        lines.append(line(MEMORY_COLUMNS, cells))
     return lines
 
 
+ORDER = 60  # perf/tables/summary.py
 TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
     (STEP_TITLE, step_table),
     (MEMORY_TITLE, memory_table),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 Info = Mapping[str, Any]  # one benchmark's extra_info
@@ -31,6 +32,11 @@ def titled(tables: Iterable[tuple[str, Table]], infos: Iterable[Info]) -> list[s
     return lines
 
 
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """numerator / denominator, or None where either is missing (or the denominator is 0)."""
+    return numerator / denominator if numerator is not None and denominator else None
+
+
 def gib(value: float | None) -> str:
     """Bytes as GiB with two decimals; '-' where the figure is missing (CPU runs)."""
     return fmt(None if value is None else value / 2**30, ".2f")
@@ -40,3 +46,24 @@ def of_suite(infos: Iterable[Info], suite: str, required: Iterable[str] = ()) ->
     """The results of one suite (extra_info "suite") that carry every required key."""
     required = tuple(required)
     return [x for x in infos if x.get("suite") == suite and all(key in x for key in required)]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: its title, its width and its alignment ('>' numbers, '<' names)."""
+
+    title: str
+    width: int
+    align: str = ">"
+
+
+def header(columns: Sequence[Column]) -> str:
+    """The columns' titles, each at its width, one space apart."""
+    return line(columns, [c.title for c in columns])
+
+
+def line(columns: Sequence[Column], cells: Sequence[str]) -> str:
+    """One row: each cell (already formatted) at its column's width and alignment, one space apart."""
+    if len(cells) != len(columns):
+        raise ValueError(f"{len(cells)} cells for {len(columns)} columns")
+    return " ".join(f"{cell:{c.align}{c.width}}" for c, cell in zip(columns, cells, strict=True))

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from model.config import PRESETS
 from model.precision import PRECISIONS
 from perf.cases.matmul import MATH_MODES
-from perf.tables.format import Info, fmt, of_suite, registry_order, titled
+from perf.tables.format import Column, Info, fmt, header, line, of_suite, registry_order, titled
 
 TOY_TITLE = "autocast on the toy model: dtype of each stage per precision"
 MATMUL_TITLE = "n x n matmuls per math mode: time, TFLOP/s, relative error against fp64"
@@ -34,18 +34,42 @@ def results_of(suite: str, infos: Iterable[Info]) -> list[Info]:
     return of_suite(infos, suite, _KEYS[suite])
 
 
+TOY_COLUMNS = (
+    Column("precision", 9, "<"),
+    *(Column(stage, 9, "<") for stage in TOY_STAGES),
+    Column("ms", 9),
+)
+
+
 def toy_table(infos: Iterable[Info]) -> list[str]:
     results = sorted(
         results_of("toy_autocast", infos), key=lambda x: registry_order(x["precision"], PRECISIONS)
     )
     if not results:
         return []
-    stages = "".join(f" {stage:<9}" for stage in TOY_STAGES)
-    lines = [f"{'precision':<9}{stages} {'ms':>9}"]
+    lines = [header(TOY_COLUMNS)]
     for x in results:
-        dtypes = "".join(f" {x['dtypes'].get(stage, '-'):<9}" for stage in TOY_STAGES)
-        lines.append(f"{x['precision']:<9}{dtypes} {fmt(x.get('median_ms'), '.3f'):>9}")
+        dtypes = [x["dtypes"].get(stage, "-") for stage in TOY_STAGES]
+        lines.append(line(TOY_COLUMNS, [x["precision"], *dtypes, fmt(x.get("median_ms"), ".3f")]))
     return lines
+
+
+MATMUL_COLUMNS = (
+    Column("mode", 13, "<"),
+    Column("n", 6),
+    Column("ms", 10),
+    Column("TFLOP/s", 8),
+    Column("MFU", 6),
+    Column("rel error", 9),
+)
+STEP_COLUMNS = (
+    Column("preset", 8, "<"),
+    Column("ctx", 5),
+    Column("precision", 9, "<"),
+    Column("ms", 10),
+    Column("tokens/s", 11),
+    Column("vs fp32", 8),
+)
 
 
 def matmul_table(infos: Iterable[Info]) -> list[str]:
@@ -54,12 +78,17 @@ def matmul_table(infos: Iterable[Info]) -> list[str]:
     )
     if not results:
         return []
-    lines = [f"{'mode':<13} {'n':>6} {'ms':>10} {'TFLOP/s':>8} {'MFU':>6} {'rel error':>9}"]
+    lines = [header(MATMUL_COLUMNS)]
     for x in results:
-        lines.append(
-            f"{x['mode']:<13} {x['n']:>6} {fmt(x.get('median_ms'), '.3f'):>10} "
-            f"{fmt(x.get('tflops'), '.4g'):>8} {fmt(x.get('mfu'), '.1%'):>6} {x['rel_error']:>9.2e}"
-        )
+        cells = [
+            x["mode"],
+            str(x["n"]),
+            fmt(x.get("median_ms"), ".3f"),
+            fmt(x.get("tflops"), ".4g"),
+            fmt(x.get("mfu"), ".1%"),
+            f"{x['rel_error']:.2e}",
+        ]
+        lines.append(line(MATMUL_COLUMNS, cells))
     return lines
 
 
@@ -69,7 +98,7 @@ def step_table(infos: Iterable[Info]) -> list[str]:
         cases.setdefault((x["preset"], x["context"]), {})[x["precision"]] = x
     if not cases:
         return []
-    lines = [f"{'preset':<8} {'ctx':>5} {'precision':<9} {'ms':>10} {'tokens/s':>11} {'vs fp32':>8}"]
+    lines = [header(STEP_COLUMNS)]
     for preset, context in sorted(cases, key=lambda case: (registry_order(case[0], PRESETS), case[1])):
         by_precision = cases[preset, context]
         fp32_ms = by_precision.get("fp32", {}).get("median_ms")
@@ -77,13 +106,12 @@ def step_table(infos: Iterable[Info]) -> list[str]:
             x = by_precision[precision]
             ms = x.get("median_ms")
             speedup = fp32_ms / ms if fp32_ms is not None and ms else None
-            lines.append(
-                f"{preset:<8} {context:>5} {precision:<9} {fmt(ms, '.3f'):>10} "
-                f"{fmt(x.get('tokens_per_s'), '.0f'):>11} {fmt(speedup, '.2f', 'x'):>8}"
-            )
+            cells = [preset, str(context), precision, fmt(ms, ".3f"), fmt(x.get("tokens_per_s"), ".0f")]
+            lines.append(line(STEP_COLUMNS, [*cells, fmt(speedup, ".2f", "x")]))
     return lines
 
 
+ORDER = 30  # perf/tables/summary.py
 TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
     (TOY_TITLE, toy_table),
     (MATMUL_TITLE, matmul_table),

@@ -1,22 +1,27 @@
-"""Every suite's end-of-run table, in the order the end of a run (perf/plugin/summary.py) and a report
-(perf/tools/report/) show them."""
+"""Every suite's end-of-run tables, in the order the end of a run (perf/plugin/summary.py) and a report
+(perf/tools/report/) show them: each module of perf/tables/ lists its own (`TABLES`: title and table) and
+says where they go (`ORDER`; a module without one comes last)."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterable
 
-from perf.tables import attention, collectives, compiled, data_parallel, memory, precision
+import perf.tables
 from perf.tables.format import Info
 
+LAST = 1000
+
+
+def _declared_tables() -> list[tuple[str, Callable[[Iterable[Info]], list[str]]]]:
+    modules = [
+        importlib.import_module(f"perf.tables.{m.name}") for m in pkgutil.iter_modules(perf.tables.__path__)
+    ]
+    modules = [m for m in modules if hasattr(m, "TABLES")]
+    modules.sort(key=lambda m: (getattr(m, "ORDER", LAST), m.__name__))
+    return [entry for module in modules for entry in module.TABLES]
+
+
 # (title, table): a table turns the extra_info of a run's benchmarks into lines; none when it has no rows.
-SUMMARY_TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = [
-    (attention.TITLE, attention.attention_table),
-    (attention.DTYPE_COST_TITLE, attention.dtype_cost_table),
-    (attention.SCALING_TITLE, attention.scaling_table),
-    (compiled.TITLE, compiled.table),
-    (compiled.ATTENTION_TITLE, compiled.attention_table),
-    *precision.TABLES,
-    *memory.TABLES,
-    (collectives.TITLE, collectives.table),
-    *data_parallel.TABLES,
-]
+SUMMARY_TABLES: list[tuple[str, Callable[[Iterable[Info]], list[str]]]] = _declared_tables()

@@ -146,7 +146,8 @@ def _judge(
         here = machine(pytest_device(options.pytest_args))
         if here != baseline.machine:
             raise GateError(
-                f"--baseline {baseline.path} was recorded on {baseline.machine}, this run would be on {here}; "
+                f"--baseline {baseline.path} was recorded on {baseline.machine}, "
+                f"this run would be on {here}; "
                 "results of different processors are not comparable (nothing was run)"
             )
         current = measure(runner, with_selection(options.pytest_args), "--current", save=options.save)

@@ -270,7 +270,8 @@ def distribution(noise: Noise) -> list[str]:
     quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
     return [
         f"k = {noise.k:g}; GPU-time thresholds of {len(values)} benchmarks: {at_floor} at the floor "
-        f"({noise.floor:.1%}), {sum(v <= 0.02 for v in values)} at 2% or less; median {statistics.median(values):.2%}, "
+        f"({noise.floor:.1%}), {sum(v <= 0.02 for v in values)} at 2% or less; "
+        f"median {statistics.median(values):.2%}, "
         f"quartiles {quartiles[0]:.2%} / {quartiles[2]:.2%}, largest {values[-1]:.2%}"
     ]
 

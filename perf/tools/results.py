@@ -98,7 +98,8 @@ def newest_baseline(baselines_dir: Path, slug: str) -> Path:
     stored = sorted((baselines_dir / slug).glob("[0-9][0-9][0-9][0-9]_*.json"))
     if not stored:
         raise GateError(
-            f"no stored baseline for {slug} in {baselines_dir / slug}/; save one with `make baseline NAME=...` "
+            f"no stored baseline for {slug} in {baselines_dir / slug}/; "
+            "save one with `make baseline NAME=...` "
             "on this machine, or give --baseline FILE"
         )
     return stored[-1]

@@ -122,8 +122,9 @@ def report(
         ("improvements (listed, never failing)", comparison.improvements),
         ("did not persist (slower once, not when measured again: noise)", not_persisted),
         (
-            f"host-bound, wall time slower by more than {rule.threshold:.0%} but not {rule.host_threshold:.0%} "
-            "(listed, never failing: the host's Python and launches set it; see --host-bound-threshold)",
+            f"host-bound, wall time slower by more than {rule.threshold:.0%} "
+            f"but not {rule.host_threshold:.0%} (listed, never failing: the host's Python and launches "
+            "set it; see --host-bound-threshold)",
             comparison.host_bound,
         ),
         (

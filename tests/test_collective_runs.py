@@ -8,9 +8,9 @@ import pytest
 from perf.cases.collectives import CollectiveCase
 from perf.harness import TimingPolicy
 from perf.tiers import TIERS
-from perf.workloads import collective_bench
-from perf.workloads.collective_bench import bench_collective, run_plan, timing_args
-from perf.workloads.collectives import CollectiveTimes
+from perf.workloads import collective_runs
+from perf.workloads.collective_runs import bench_collective, run_plan, timing_args
+from perf.workloads.collective_ranks import CollectiveTimes
 from tests.test_harness import _child_pytest
 
 MIB = 2**20
@@ -31,7 +31,7 @@ class FakeBench:
 
 
 def _measured_as(monkeypatch, results):
-    monkeypatch.setattr(collective_bench, "measured", lambda bench, tier, backend, world_size: results)
+    monkeypatch.setattr(collective_runs, "measured", lambda bench, tier, backend, world_size: results)
 
 
 def test_a_result_carries_its_case_and_the_collectives_bus_bandwidth(monkeypatch):
@@ -76,7 +76,7 @@ def test_a_size_that_cannot_run_skips_before_any_ranks_start(monkeypatch):
     def no_run(*args):
         raise AssertionError("no ranks should start")
 
-    monkeypatch.setattr(collective_bench, "measured", no_run)
+    monkeypatch.setattr(collective_runs, "measured", no_run)
     with pytest.raises(
         pytest.skip.Exception, match=r"6B all_gather \(bf16, out of place\), gloo with 4 ranks: 3 "
     ):
@@ -88,7 +88,7 @@ def test_a_size_that_cannot_run_skips_before_any_ranks_start(monkeypatch):
 
 
 def test_the_run_measures_every_case_at_the_sizes_it_can_run():
-    tier = TIERS["cpu"].with_overrides(allreduce_sizes=(6, 8, 16), collective_dtypes=("fp32", "bf16"))
+    tier = TIERS["cpu"].with_overrides(collective_sizes=(6, 8, 16), collective_dtypes=("fp32", "bf16"))
     plan = {str(case): sizes for case, sizes in run_plan(tier, 4)}
     assert len(plan) == 14
     assert plan["all_reduce-fp32-in_place"] == (8, 16)  # 6 B: not whole fp32 elements
@@ -110,7 +110,7 @@ def _ids(proc) -> list[str]:
 
 def test_fp32_all_reduce_keeps_its_names_and_the_gpu_tiers_run_every_case(tmp_path):
     files = ("perf/test_allreduce.py", "perf/test_collectives.py", "--collect-only", "--device=cpu")
-    ids = _ids(_child_pytest(tmp_path, *files, "--tier=default", "--world-sizes=2", "--allreduce-sizes=1G"))
+    ids = _ids(_child_pytest(tmp_path, *files, "--tier=default", "--world-sizes=2", "--collective-sizes=1G"))
     allreduce = [i for i in ids if i.startswith("test_allreduce")]
     assert allreduce[:2] == ["test_allreduce[nccl-world2-1GiB]", "test_allreduce[gloo-world2-1GiB]"]
     assert allreduce[2:] == ["test_allreduce[bf16-nccl-world2-1GiB]", "test_allreduce[bf16-gloo-world2-1GiB]"]

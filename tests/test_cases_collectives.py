@@ -4,7 +4,7 @@ values, held against each collective simulated on several ranks in this process,
 import pytest
 import torch
 
-from perf.cases import collectives as collective_specs
+from perf.cases import collectives as collective_cases
 from perf.cases.collectives import (
     COLLECTIVES,
     CollectiveCase,
@@ -232,7 +232,7 @@ def test_a_faulty_collective_has_wrong_elements(name):
 
 
 def test_count_wrong_counts_across_slices(monkeypatch):
-    monkeypatch.setattr(collective_specs, "COUNT_SLICE", 3)  # 10-element chunks in 4 slices each
+    monkeypatch.setattr(collective_cases, "COUNT_SLICE", 3)  # 10-element chunks in 4 slices each
     result = torch.tensor([1.0] * 10 + [2.0] * 10, dtype=torch.bfloat16)
     assert count_wrong(result, (1, 2)) == 0
     result[4], result[9], result[10] = 7, 0, 1

@@ -7,7 +7,7 @@ import torch.distributed as dist
 
 from parallel.launch import run_ranks
 from perf.cases.collectives import COLLECTIVES, CollectiveCase, cases
-from perf.workloads.collectives import (
+from perf.workloads.collective_ranks import (
     CollectiveTimes,
     device_for,
     measure_collectives,

@@ -57,7 +57,7 @@ class TrainingStep:
 # --------------------------------------------------------------------------- optimizers and state
 def adamw_options(device: torch.device) -> dict[str, Any]:
     """torch AdamW's implementation: fused on GPUs (one kernel for all tensors: the foreach version took
-    104 ms of a 228 ms 2.7b step on an H100); foreach on the CPU, where torch picks the per-tensor loop."""
+    almost half of a 2.7b step, NOTES.md); foreach on the CPU, where torch picks the per-tensor loop."""
     return {"fused": True} if device.type == "cuda" else {"foreach": True}
 
 
@@ -125,7 +125,8 @@ def build_training_step(
     if variant == "torch_ddp":
         # As users build it: default buckets (25 MiB), and buffers broadcast before every forward,
         # which the project's wrappers do only when built. The model's only buffers are its RoPE tables,
-        # 128 KiB at xl and context 512: one broadcast of microseconds in a step of about 400 ms.
+        # 128 KiB at xl and context 512: one broadcast of microseconds in a step of hundreds of
+        # milliseconds (NOTES.md).
         wrapped = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
         )

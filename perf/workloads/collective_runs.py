@@ -2,7 +2,7 @@
 collective case of the tier, and how one benchmark records its own case and size.
 
 Starting the ranks costs seconds, so the first benchmark of a backend and world size measures every
-case and size of the tier in one run (perf/workloads/collectives.py); each benchmark then hands its
+case and size of the tier in one run (perf/workloads/collective_ranks.py); each benchmark then hands its
 own iterations to pytest-benchmark as rounds.
 """
 
@@ -22,14 +22,14 @@ from perf.cases.collectives import (
 from perf.cases.transfer import byte_size_label
 from perf.harness import Bench, Work
 from perf.tiers import Tier
-from perf.workloads.collectives import CollectiveTimes, Plan, measure_collectives, run_timeout_s
+from perf.workloads.collective_ranks import CollectiveTimes, Plan, measure_collectives, run_timeout_s
 from perf.workloads.rank_runs import measured_once, nccl_unavailable
 
 
 def run_plan(tier: Tier, world_size: int) -> Plan:
     """Every collective case of the tier with the sizes it can be measured at on `world_size` ranks."""
     return tuple(
-        (case, tuple(s for s in tier.allreduce_sizes if size_problem(case, s, world_size) is None))
+        (case, tuple(s for s in tier.collective_sizes if size_problem(case, s, world_size) is None))
         for case in tier.collective_run_cases
     )
 

@@ -1,7 +1,7 @@
 """Data-parallel training steps (2 ranks, or the launcher's world): each wrapper of parallel/ddp.py
-against one GPU alone, torch's DistributedDataParallel and torch's FSDP2 (perf/workloads/dp_variants.py builds
-the steps), with each rank's peak memory and training state; and the optimizer memory that
-ShardedOptimizer saves.
+against one GPU alone, torch's DistributedDataParallel and torch's FSDP2
+(perf/workloads/data_parallel_steps.py builds the steps), with each rank's peak memory and training
+state; and the optimizer memory that ShardedOptimizer saves.
 
 `measure_data_parallel` and `measure_optimizer_memory` run in every rank of a
 `parallel.launch.run_ranks` group (nccl: one GPU per rank; gloo: the CPU) as
@@ -28,7 +28,7 @@ from parallel.ddp import DDPIndividualParameters, check_bucket_size_mb
 from perf.cases.data_parallel import BUCKETED, VARIANTS
 from perf.harness import elapsed_ms, nvtx_range, release_cached_memory
 from perf.harness.gpu_time import GpuTime
-from perf.workloads.dp_variants import (
+from perf.workloads.data_parallel_steps import (
     Step,
     build_adamw,
     build_training_step,
@@ -51,22 +51,24 @@ WORLD_SIZE = 2
 # torch DDP's default bucket_cap_mb, recorded beside its results.
 TORCH_DDP_BUCKET_MB = 25.0
 # Per rank: the xl fp32 figures are for batch 2 and context 512 (about 32 GB per rank with AdamW and
-# torch DDP's gradient buckets, within an H100's 80 GB); the CPU runs tiny at context 128.
+# torch DDP's gradient buckets, within an 80 GB GPU); the CPU runs tiny at context 128.
 BATCH_PER_RANK = 2
 CONTEXT = {"nccl": 512, "gloo": 128}
 # Untimed steps before each case's timed ones: the first allocates gradients and AdamW's state, and
 # NCCL sets up its channels at the first all-reduce of each size; the last decides how many are timed.
 WARMUP_STEPS = 2
-# At most this many timed steps per case: an xl step is about 400 ms, 20 of them 8 s per case.
+# At most this many timed steps per case: an xl step takes a fraction of a second (NOTES.md), so 20
+# of them keep a case to seconds.
 MAX_TIMED_STEPS = 20
 # The run's time limit, beyond which the ranks count as hung. Starting it: spawning the ranks,
 # importing torch in each, CUDA contexts and NCCL communicators (seconds; 120 s leaves a wide margin).
 STARTUP_S = 120.0
 # Per case beyond its steps: building an xl model on the GPU, the wrapper's broadcast of 8.0 GB of
-# weights, freeing it all again (a few seconds on an H100).
+# weights, freeing it all again (seconds: NOTES.md).
 BUILD_S = 30.0
-# The slowest step not taken for a hang: an xl step is about 0.4 s; the naive variant's 435 blocking
-# all-reduces of 8.0 GB in all (2.0B fp32 parameters) take about 0.8 s more over 10 GB/s PCIe.
+# The slowest step not taken for a hang: an xl step takes a fraction of a second (NOTES.md); the naive
+# variant's 435 blocking all-reduces of 8.0 GB in all (2.0B fp32 parameters) take about 0.8 s more over
+# 10 GB/s PCIe.
 SLOWEST_STEP_S = 5.0
 CPU_REASON = "the ranks run on the CPU (gloo): there is no GPU work to measure"
 
@@ -107,7 +109,7 @@ class StepTimes:
 
     peak_bytes: the most allocated during the timed steps, the largest rank's (None on the CPU: no
     CUDA allocator). state_bytes_per_rank: each rank's parameters, gradients and optimizer state after
-    a step, counted from the tensors (perf.workloads.dp_variants.held_state_bytes), in rank order.
+    a step, counted from the tensors (perf.workloads.data_parallel_steps.held_state_bytes), in rank order.
     """
 
     step_s: tuple[float, ...]
@@ -317,8 +319,8 @@ def rank_device(backend: str, world_size: int) -> torch.device:
 def _share_host_cores(world_size: int) -> None:
     """An equal share of the cores to this rank's intra-op threads: of OMP_NUM_THREADS where the ranks'
     parent set it (it shares a machine with other processes), else of all of them. torch's default of a
-    thread per core in every rank oversubscribes them: 2 ranks on 2 cores took 0.4 to 2.4 s per tiny
-    step with 2 threads each, 0.12 to 0.25 s with one."""
+    thread per core in every rank oversubscribes them and slows every step several times over
+    (NOTES.md: Measurements behind comments in the code)."""
     given = os.environ.get("OMP_NUM_THREADS", "")
     cores = int(given) if given.isdigit() and int(given) > 0 else os.cpu_count() or 1
     torch.set_num_threads(max(1, cores // world_size))

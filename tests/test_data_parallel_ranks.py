@@ -10,7 +10,7 @@ from torch import nn
 from parallel.launch import run_ranks
 from perf.cases.data_parallel import OPTIMIZER_KINDS, VARIANTS
 from perf.test_data_parallel import _world
-from perf.workloads.data_parallel import (
+from perf.workloads.data_parallel_ranks import (
     BATCH_PER_RANK,
     BUILD_S,
     SLOWEST_STEP_S,
@@ -29,7 +29,7 @@ from perf.workloads.data_parallel import (
     run_timeout_s,
     too_few_ranks,
 )
-from perf.workloads.dp_variants import (
+from perf.workloads.data_parallel_steps import (
     LEARNING_RATE,
     build_adamw,
     build_training_step,
@@ -71,12 +71,12 @@ def test_bad_cases_say_what_is_accepted(args, message):
 @pytest.mark.parametrize(("launched", "world_size"), [(None, WORLD_SIZE), (4, 4), (1, 1)])
 def test_world_size_is_the_launchers_else_two(monkeypatch, launched, world_size):
     # None: the suite spawns its own ranks; else this process is a rank of a launcher's world.
-    monkeypatch.setattr("perf.workloads.data_parallel.launched_world_size", lambda: launched)
+    monkeypatch.setattr("perf.workloads.data_parallel_ranks.launched_world_size", lambda: launched)
     assert dp_world_size() == world_size
 
 
 def test_a_launched_world_of_one_rank_skips_the_benchmarks(monkeypatch):
-    monkeypatch.setattr("perf.workloads.data_parallel.launched_world_size", lambda: 1)
+    monkeypatch.setattr("perf.workloads.data_parallel_ranks.launched_world_size", lambda: 1)
     reason = "data parallel needs at least 2 ranks; the launcher started 1"
     with pytest.raises(pytest.skip.Exception, match=reason):
         _world()  # what every data-parallel benchmark asks first

@@ -1,0 +1,76 @@
+"""End-of-run tables of the transfer suite: host-to-device copies from pinned and pageable memory, and a
+copy overlapped with matmuls on two streams (results recognized by their `suite` key)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from perf.cases.transfer import HOST_MEMORY, byte_size_label
+from perf.tables.format import Column, Info, fmt, header, line, of_suite, ratio
+
+TRANSFER_TITLE = "host-to-device copies: GB/s from pinned and pageable memory"
+OVERLAP_TITLE = "host-to-device copy and matmuls: serial against overlapped on two streams"
+
+
+TRANSFER_COLUMNS = (
+    Column("size", 9, "<"),
+    *(Column(f"{memory} GB/s", 14) for memory in HOST_MEMORY),
+    Column("pinned/pageable", 16),
+)
+OVERLAP_COLUMNS = (
+    Column("copy", 8, "<"),
+    Column("matmuls", 12),
+    Column("serial ms", 10),
+    Column("overlap ms", 10),
+    Column("copy ms", 9),
+    Column("compute ms", 10),
+    Column("saved", 6),
+    Column("at best", 7),
+)
+
+
+def transfer_table(infos: Iterable[Info]) -> list[str]:
+    sizes: dict[int, dict[str, Info]] = {}
+    for x in of_suite(infos, "transfer"):
+        sizes.setdefault(x["transfer_bytes"], {})[x["host_memory"]] = x
+    if not sizes:
+        return []
+    lines = [header(TRANSFER_COLUMNS)]
+    for size in sorted(sizes):
+        rates = {memory: sizes[size].get(memory, {}).get("gb_per_s") for memory in HOST_MEMORY}
+        cells = [byte_size_label(size), *(fmt(rates[memory], ".2f") for memory in HOST_MEMORY)]
+        lines.append(
+            line(TRANSFER_COLUMNS, [*cells, fmt(ratio(rates["pinned"], rates["pageable"]), ".2f", "x")])
+        )
+    return lines
+
+
+def overlap_table(infos: Iterable[Info]) -> list[str]:
+    cases: dict[tuple, dict[str, Info]] = {}
+    for x in of_suite(infos, "overlap"):
+        cases.setdefault((x["copy_bytes"], x["matmul_n"], x["matmuls"]), {})[x["schedule"]] = x
+    if not cases:
+        return []
+    lines = [header(OVERLAP_COLUMNS)]
+    for copy_bytes, n, matmuls in sorted(cases):
+        by_schedule = cases[copy_bytes, n, matmuls]
+        serial = by_schedule.get("serial", {}).get("median_ms")
+        overlapped = by_schedule.get("overlapped", {}).get("median_ms")
+        # Both cases measure copy and compute alone; the serial case's figures where it ran.
+        alone = by_schedule.get("serial") or next(iter(by_schedule.values()))
+        copy_ms, compute_ms = alone.get("copy_ms"), alone.get("compute_ms")
+        saved = None if serial is None or overlapped is None else 1 - overlapped / serial
+        # Overlapped at best takes the longer of the two instead of their sum.
+        best = (
+            None
+            if copy_ms is None or compute_ms is None
+            else 1 - max(copy_ms, compute_ms) / (copy_ms + compute_ms)
+        )
+        cells = [byte_size_label(copy_bytes), f"{matmuls} x n{n}", fmt(serial, ".3f"), fmt(overlapped, ".3f")]
+        cells += [fmt(copy_ms, ".3f"), fmt(compute_ms, ".3f"), fmt(saved, ".0%"), fmt(best, ".0%")]
+        lines.append(line(OVERLAP_COLUMNS, cells))
+    return lines
+
+
+ORDER = 42  # perf/tables/summary.py: after the CUDA graph table
+TABLES = [(TRANSFER_TITLE, transfer_table), (OVERLAP_TITLE, overlap_table)]
