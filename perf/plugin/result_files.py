@@ -109,8 +109,9 @@ def _retype_json_option(parser: pytest.Parser) -> None:
     is declared: both are set. tests/test_result_files.py fails if neither takes."""
     for group in getattr(parser, "_groups", ()):
         for option in getattr(group, "options", ()):
-            if "--benchmark-json" in option.names():
-                option._attrs["type"] = json_output
+            attrs = getattr(option, "_attrs", None)  # pytest 9.1 keeps no such dict: its actions below
+            if "--benchmark-json" in option.names() and isinstance(attrs, dict):
+                attrs["type"] = json_output
     for action in getattr(getattr(parser, "optparser", None), "_actions", ()):
         if "--benchmark-json" in action.option_strings:
             action.type = json_output
