@@ -8,7 +8,9 @@ the tools read result files without it.
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,3 +41,17 @@ def machine_folder(perf_info: Mapping[str, Any]) -> str:
     if isinstance(gpu, dict) and gpu.get("name"):
         return folder_name(str(gpu["name"]))
     return folder_name(f"cpu {perf_info.get('cpu_model', 'unknown model')}")
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in its folder, renamed into place when complete:
+    a result file is whole or not there, never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".writing", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -112,7 +112,7 @@ def test_noise_runs_the_selection_n_times_and_writes_whole(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"{len(NAMES)} benchmarks over 3 runs written to {out}" in printed
     assert f"GPU-time thresholds of {len(NAMES)} benchmarks: {len(NAMES)} at the floor" in printed
-    assert not list(out.parent.glob("*.partial"))
+    assert not list(out.parent.glob(".*.writing"))  # no temporary file left
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ measured, under the next baseline number for `--benchmark-save`. Here:
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -25,21 +24,11 @@ from typing import Any
 import pytest
 from pytest_benchmark.utils import safe_dumps
 
+from perf.storage import write_whole
+
 # Exit codes after which a session's results are whole: all passed (or skipped), nothing collected.
 WHOLE_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
 PARTIAL_PREFIX = "partial_"
-
-
-def write_whole(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in its folder, renamed into place when complete."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".writing", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as f:
-            f.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 class PendingJson:

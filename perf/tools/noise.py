@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perf.storage import BASELINES, machine_folder
+from perf.storage import BASELINES, machine_folder, write_whole
 from perf.tools.regression_rule import GPU, GPU_FLOOR, WALL, Threshold
 from perf.tools.results import GateError, Results, check_same_machine, load_results
 from perf.tools.runs import Runner, measure, run_pytest, with_selection
@@ -122,20 +120,6 @@ def noise_document(runs: Sequence[Results], command: str) -> dict[str, Any]:
         "k_basis": basis,
         "benchmarks": benchmarks,
     }
-
-
-def write_whole(path: Path, document: Mapping[str, Any]) -> None:
-    """Write JSON to `path` through a temporary file in its folder, renamed into place when complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as f:
-            json.dump(document, f, indent=1)
-            f.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------- reading, thresholds
@@ -328,7 +312,7 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_pytest) -> i
             command = " ".join(["python -m perf.tools.noise --runs", str(options.runs), "--", *pytest_args])
         document = noise_document(runs, command)
         out = options.out or noise_path(runs[0])
-        write_whole(out, document)
+        write_whole(out, (json.dumps(document, indent=1) + "\n").encode())
         noise = load_noise(out)
     except GateError as err:
         print(f"perf.tools.noise: error: {err}", file=sys.stderr)
