@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from perf.harness import clocks
-from perf.tools.regression_rule import gpu_timing
 from perf.harness.clocks import ClockSampler, gpu_clock_state, nvml_handle, run_note
+from perf.tools.regression_rule import gpu_timing
 
 GPU = torch.device("cuda", 0)
 UUID = "8a1f0c2e-1111-2222-3333-444455556666"
@@ -313,7 +313,12 @@ def test_the_profiled_calls_clock_is_reported_apart():
         sampler.mark()  # a sample at the mark: the profiled calls start here
     figures = sampler.figures()["clocks"]
     assert figures["sm_mhz_mean"] == pytest.approx((1980 + 1400 + 1400) / 3) and figures["samples"] == 3
-    assert figures["profiled"] == {"sm_mhz_mean": 1400.0, "sm_mhz_min": 1400.0, "sm_mhz_max": 1400.0, "samples": 2}
+    assert figures["profiled"] == {
+        "sm_mhz_mean": 1400.0,
+        "sm_mhz_min": 1400.0,
+        "sm_mhz_max": 1400.0,
+        "samples": 2,
+    }
     # The gate compares the clock the GPU time was measured at.
     assert gpu_timing({"gpu_ms": 5.0, "clocks": figures}).sm_mhz == 1400.0
     assert gpu_timing({"gpu_ms": 5.0, "clocks": {"sm_mhz_mean": 1700.0}}).sm_mhz == 1700.0

@@ -9,8 +9,8 @@ from perf.cases.collectives import CollectiveCase
 from perf.harness import TimingPolicy
 from perf.tiers import TIERS
 from perf.workloads import collective_runs
-from perf.workloads.collective_runs import bench_collective, run_plan, timing_args
 from perf.workloads.collective_ranks import CollectiveTimes
+from perf.workloads.collective_runs import bench_collective, run_plan, timing_args
 from tests.test_harness import _child_pytest
 
 MIB = 2**20

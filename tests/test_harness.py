@@ -4,10 +4,10 @@ synthetic benchmarks checked through its JSON (extra_info, machine info, baselin
 from __future__ import annotations
 
 import json
-import time
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest

@@ -488,7 +488,9 @@ def test_a_benchmark_that_moved_is_explained_kernel_by_kernel(tmp_path, capsys):
     gemm = {"kernel": "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", "launches": 24.0, "us": 9000.0}
     added = {"kernel": "sin_kernel_cuda", "launches": 12.0, "us": 310.0}
     baseline = write_results(tmp_path / "base.json", [bench(name, 10.0, gpu_ms=9.3, gpu_kernels=[gemm])])
-    current = write_results(tmp_path / "new.json", [bench(name, 12.0, gpu_ms=9.61, gpu_kernels=[gemm, added])])
+    current = write_results(
+        tmp_path / "new.json", [bench(name, 12.0, gpu_ms=9.61, gpu_kernels=[gemm, added])]
+    )
     out = tmp_path / "report"
     assert run_report(capsys, current, "--baseline", baseline, "--out", out)[0] == 0
     md = (out / "report.md").read_text()

@@ -171,8 +171,7 @@ def test_an_unknown_stored_name_says_which_folder_was_searched(tmp_path, store):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (
         "cannot compare against '9999': no file of that name, and no stored result starting with it in "
-        f"{store / SLUG}/."
-        in proc.stdout
+        f"{store / SLUG}/." in proc.stdout
     )
 
 
