@@ -16,11 +16,12 @@ from perf.cases.attention import (
     ATTENTION_MODES,
     FIXED_TOKENS,
     FIXED_WIDTH,
+    HOST_BOUND,
     SWEEPS,
     AttentionShape,
     select_shapes,
 )
-from perf.tables.attention import attention_table, dtype_cost_table
+from perf.tables.attention import attention_table, dtype_cost_table, host_cost_table
 from perf.tiers import TIERS
 from perf.workloads.attention import (
     ProviderUnavailable,
@@ -60,7 +61,8 @@ def test_tiers_choose_the_fixed_tokens_head_dims():
     # The cells at head dims 64 and 128 are the ones they were: 32 and 16 heads, stored baselines' names.
     names = {str(s) for s in TIERS["default"].attention_shapes}
     assert {"b16-h32-s1024-d64-causal", "b1-h16-s16384-d128-full", "b4-h26-s4096-d80-causal"} <= names
-    assert len(names) == 18
+    # 18 fixed-tokens cells and the host-bound call.
+    assert len(names) == 19 and "b1-h2-s128-d64-causal" in names
 
 
 def test_scaling_sweep():
@@ -208,8 +210,15 @@ def test_out_of_memory_found_through_wrapping_and_noted():
 
 
 # --------------------------------------------------------------------------- the end-of-run table
-def _record(provider: str, median_ms: float, mode: str = "forward") -> dict:
-    shape = AttentionShape(16, 16, 1024, 128, True)
+GPU_BOUND = AttentionShape(16, 16, 1024, 128, True)
+
+
+def _record(
+    provider: str,
+    median_ms: float,
+    mode: str = "forward",
+    shape: AttentionShape = GPU_BOUND,
+) -> dict:
     seconds = median_ms / 1e3
     return {
         "provider": provider,
@@ -265,6 +274,23 @@ def test_dtype_cost_table_divides_fp32_by_bf16_per_provider_and_shape():
         "forward", "b16-h16-s1024-d128-causal", "flash_triton", "2.000", "5.000", "2.50x"
     ]  # fmt: skip
     assert dtype_cost_table(records[2:]) == []
+
+
+def test_host_cost_table_sets_microseconds_per_call_against_cudnn_at_host_bound_shapes():
+    tiny = HOST_BOUND[0]
+    records = [
+        _record("sdpa_cudnn", 0.040, shape=tiny) | {"gpu_ms": 0.008, "gpu_busy_share": 0.2},
+        _record("flash_triton", 0.100, shape=tiny),
+        _record("flash_triton", 0.500, mode="forward_backward", shape=tiny),  # no cuDNN beside it
+        _record("sdpa_cudnn", 2.0),  # a shape the GPU is busy with: not in this table
+    ]
+    lines = host_cost_table(records)
+    assert len(lines) == 4
+    rows = [row.split() for row in lines[1:]]
+    assert rows[0] == ["forward", str(tiny), "bfloat16", "flash_triton", "100.0", "-", "-", "2.50x"]
+    assert rows[1] == ["forward", str(tiny), "bfloat16", "sdpa_cudnn", "40.0", "8.0", "20%", "1.00x"]
+    assert rows[2][3:] == ["flash_triton", "500.0", "-", "-", "-"]
+    assert host_cost_table(records[3:]) == []
 
 
 def test_ratio_table_empty_without_attention_results():

@@ -18,6 +18,8 @@ Modules, each importing only those listed after it:
                       column-major copies for TF32
     tuning            tuning keys, the autotuner and its timing, heuristics, the direct launch of a
                       tuned, stored or forced configuration; chosen_configs
+    direct            a launch resolved once per call signature, then made straight through Triton's
+                      compiled launcher
     configs           candidate configurations, their pruning by row width, FLASH_TRITON_CONFIG
     stored            the stored tuning tables of each GPU model (kernels/tuned/)
     forward_kernels   the forward kernel

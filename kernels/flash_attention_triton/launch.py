@@ -1,6 +1,8 @@
 """The launchers: attention_forward and attention_backward take (batch, heads, seq, d) tensors, own
 every check that a launch needs, make the outputs, grids and TMA descriptors, and launch the kernels
-through tuning's AUTOTUNED.
+through tuning's AUTOTUNED. A launch made with a known configuration is kept under the call's signature
+(_signature); a later call with the same signature skips all of that and hands its tensors to the kept
+launches (direct), which also rebuild the TMA descriptors around them.
 
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA): a
 descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end of a
@@ -28,13 +30,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 
 import torch
 import triton
 
-from kernels.flash_attention_triton import tuning
+from kernels.flash_attention_triton import direct, tuning
 from kernels.flash_attention_triton.backward_kernels import row_dot_kernel
-from kernels.flash_attention_triton.configs import interpreting, row_width
+from kernels.flash_attention_triton.configs import CONFIG_ENV, interpreting, row_width
 from kernels.flash_attention_triton.tiles import column_major_copy_kernel, head_dim_parts
 
 try:  # host-side TMA descriptors: Triton 3.3 and later
@@ -156,6 +159,32 @@ def _launch_descriptors(kernel: str, work: int, *tensors: torch.Tensor) -> list:
     return made or [None] * len(tensors)
 
 
+def _settings() -> tuple:
+    """What a launch follows from besides its tensors: forced configurations and this module's switches."""
+    return os.environ.get(CONFIG_ENV), TMA_MIN_WORK, TMA_MIN_WORK_FP32, COLUMN_MAJOR_TF32_OPERANDS
+
+
+def _signature(is_causal: bool, *tensors: torch.Tensor) -> tuple:
+    """Everything a launch's arguments, configuration and compiled kernel follow from, besides the
+    tensors themselves: their shapes, strides, dtypes, devices, where each starts within 16 bytes
+    (Triton specializes on it), causal and the settings. Calls with the same signature launch the same
+    way."""
+    parts = [bool(is_causal), _settings()]
+    for t in tensors:
+        parts += (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
+    return tuple(parts)
+
+
+# The tensors each kernel takes anew at every call, in its argument order (see direct).
+_FORWARD_TENSORS = ("Q", "K", "V", "Out", "L", "desc_q", "desc_k", "desc_v", "desc_o")
+_BACKWARD_TENSORS = (
+    "Q", "K", "V", "DO", "QC", "KC", "DOC", "L", "Delta", "DQ", "DK", "DV", "DQ_ACC",
+    "desc_q", "desc_do", "desc_dq",
+)  # fmt: skip
+_ROW_DOT_TENSORS = ("Out", "DO", "Delta")
+_row_dots = direct.Kept()  # call signature -> the row-dot kernel's launch
+
+
 def attention_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,13 +194,19 @@ def attention_forward(
     q, k = _unit_stride_head_dim(q), _unit_stride_head_dim(k)
     out = torch.empty(batch, heads, seq_q, head_dim, device=q.device, dtype=q.dtype)
     lse = torch.empty(batch, heads, seq_q, device=q.device, dtype=torch.float32)
-    work = batch * heads * seq_q * seq_k * head_dim
     copies = _column_major_copies(q.dtype)
-    d_main, d_rest = head_dim_parts(head_dim)
     with _on_device(q.device):
         v = _column_major(v) if copies else _unit_stride_head_dim(v)
         # A column-major copy is read as the contiguous (batch, heads, d, seq) tensor it is.
-        descriptors = _launch_descriptors("forward", work, q, k, v.transpose(-1, -2) if copies else v, out)
+        v_loaded = v.transpose(-1, -2) if copies else v
+        signature = _signature(is_causal, q, k, v)
+        kept = tuning.AUTOTUNED["forward"].kept(signature)
+        if kept is not None:
+            kept(q, k, v, out, lse, q, k, v_loaded, out)
+            return out, lse
+        work = batch * heads * seq_q * seq_k * head_dim
+        d_main, d_rest = head_dim_parts(head_dim)
+        descriptors = _launch_descriptors("forward", work, q, k, v_loaded, out)
         tuning.AUTOTUNED["forward"].launch(
             lambda meta: (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads),
             q, k, v, out, lse, *descriptors, *q.stride()[:3], *k.stride()[:3], *v.stride(),
@@ -180,6 +215,7 @@ def attention_forward(
             descriptors[0] is not None,
             HEAD_DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, IS_CAUSAL=bool(is_causal),
             DOT_PRECISION=_dot_precision(q.dtype), V_COLUMN_MAJOR=copies,
+            signature=signature, per_call=_FORWARD_TENSORS,
         )  # fmt: skip
     return out, lse
 
@@ -197,15 +233,91 @@ def attention_backward(
 
     `out` and `lse` are the contiguous tensors attention_forward returned.
     """
-    batch, heads, seq_q, head_dim = q.shape
-    seq_k = k.shape[2]
+    _batch, heads, seq_q, head_dim = q.shape
     q, k, v = _unit_stride_head_dim(q), _unit_stride_head_dim(k), _unit_stride_head_dim(v)
     grad_out = _unit_stride_head_dim(grad_out)
     delta = torch.empty_like(lse)
-    dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
-    dk = torch.empty(k.shape, device=k.device, dtype=k.dtype)
-    dv = torch.empty(v.shape, device=v.device, dtype=v.dtype)
+    dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     copies = _column_major_copies(q.dtype)
+    sm_scale = 1.0 / math.sqrt(head_dim)
+    signature = _signature(is_causal, q, k, v, out, lse, grad_out)
+    backward = tuning.AUTOTUNED["backward"]
+    with _on_device(q.device):
+        # Column-major copies for TF32, or the same tensors again (not read then).
+        qc, kc, doc = (_column_major(t) for t in (q, k, grad_out)) if copies else (q, k, grad_out)
+        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim)
+        kept = backward.kept(signature)
+        if kept is not None:
+            one_pass = kept.value("ATOMIC_DQ")
+            # The one-pass form adds into a zeroed fp32 dQ (the heuristic DQ_ACC_ZEROED zeroes it on
+            # the other paths).
+            dq_acc = torch.zeros(q.shape, device=q.device, dtype=torch.float32) if one_pass else _no_dq_acc(q)
+            kept(q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, q, grad_out, dq_acc)
+            if one_pass:
+                tuning.convert_dq(dq_acc, sm_scale, dq)
+            return dq, dk, dv
+        ran = _launch_backward(
+            signature,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            grad_out,
+            qc,
+            kc,
+            doc,
+            delta,
+            dq,
+            dk,
+            dv,
+            sm_scale,
+            is_causal,
+            copies,
+        )
+        if ran.get("ATOMIC_DQ"):
+            tuning.convert_dq(ran["DQ_ACC"], sm_scale, dq)
+    return dq, dk, dv
+
+
+_empty: dict[torch.device, torch.Tensor] = {}
+
+
+def _no_dq_acc(q: torch.Tensor) -> torch.Tensor:
+    """The DQ_ACC of the two-pass form, which does not read it: one empty tensor per device."""
+    empty = _empty.get(q.device)
+    if empty is None:
+        empty = _empty[q.device] = torch.empty(0, device=q.device, dtype=torch.float32)
+    return empty
+
+
+def _row_dot(signature: tuple, out, grad_out, delta, heads: int, seq_q: int, head_dim: int) -> None:
+    """Delta = rowsum(dO * O), which both backward forms read, launched directly from the second call
+    of a signature on."""
+    kept = _row_dots.get(signature)
+    if kept is not None:
+        kept(out, grad_out, delta)
+        return
+    batch = out.shape[0]
+    rows = 64
+    named = dict(
+        Out=out, DO=grad_out, Delta=delta, stride_dob=grad_out.stride(0), stride_doh=grad_out.stride(1),
+        stride_dom=grad_out.stride(2), heads=heads, seq_q=seq_q, HEAD_DIM=head_dim,
+        BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_M=rows,
+    )  # fmt: skip
+    grid = (triton.cdiv(seq_q, rows), batch * heads)
+    made = direct.launch_jit(row_dot_kernel, grid, named, _ROW_DOT_TENSORS, out.device.index)
+    if made is not None:
+        _row_dots[signature] = made
+
+
+def _launch_backward(
+    signature, q, k, v, out, lse, grad_out, qc, kc, doc, delta, dq, dk, dv, sm_scale, is_causal, copies
+) -> dict:
+    """The backward kernel through tuning (a first call, a new tuning key, a changed configuration):
+    the kwargs it ran with, and DQ_ACC."""
+    batch, heads, seq_q, head_dim = q.shape
+    seq_k = k.shape[2]
     work = batch * heads * seq_q * seq_k * head_dim
     d_main, d_rest = head_dim_parts(head_dim)
     # Whether the launch qualifies for TMA is part of the tuning key, whichever form then runs.
@@ -214,7 +326,8 @@ def attention_backward(
         "Q": q, "SEQ_Q_BUCKET": tuning.length_bucket(seq_q), "SEQ_K_BUCKET": tuning.length_bucket(seq_k),
         "WITH_DESCRIPTORS": with_descriptors, "HEAD_DIM": head_dim, "IS_CAUSAL": bool(is_causal),
     }  # fmt: skip
-    if tuning.AUTOTUNED["backward"].may_run("ATOMIC_DQ", key):
+    backward = tuning.AUTOTUNED["backward"]
+    if backward.may_run("ATOMIC_DQ", key):
         # dQ in fp32 for the one-pass form, which adds into it (zeroed only when that form runs); only
         # that form reads the descriptors.
         dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
@@ -222,27 +335,17 @@ def attention_backward(
     else:
         # The two-pass form runs (forced, tuned, or the only candidate): no fp32 copy of q's shape to
         # hold (twice q's bytes in 16-bit), and no descriptors to make.
-        dq_acc = torch.empty(0, device=q.device, dtype=torch.float32)
+        dq_acc = _no_dq_acc(q)
         descriptors = [None] * 3
-    sm_scale = 1.0 / math.sqrt(head_dim)
-    rows = 64
-    with _on_device(q.device):
-        # Column-major copies for TF32, or the same tensors again (not read then).
-        qc, kc, doc = (_column_major(t) for t in (q, k, grad_out)) if copies else (q, k, grad_out)
-        row_dot_kernel[(triton.cdiv(seq_q, rows), batch * heads)](
-            out, grad_out, delta, *grad_out.stride()[:3], heads, seq_q, HEAD_DIM=head_dim,
-            BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_M=rows,
-        )  # fmt: skip
-        ran = tuning.AUTOTUNED["backward"].launch(
-            lambda meta: (max(triton.cdiv(seq_k, meta["BLOCK_N1"]),
-                              0 if meta["ATOMIC_DQ"] else triton.cdiv(seq_q, meta["BLOCK_M2"])),
-                          batch * heads),
-            q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, *descriptors,
-            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3],
-            heads, seq_q, seq_k, sm_scale, key["SEQ_Q_BUCKET"], key["SEQ_K_BUCKET"], with_descriptors,
-            HEAD_DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, IS_CAUSAL=bool(is_causal),
-            DOT_PRECISION=_dot_precision(q.dtype), COLUMN_MAJOR_COPIES=copies,
-        )  # fmt: skip
-        if ran.get("ATOMIC_DQ"):
-            tuning.convert_dq(dq_acc, sm_scale, dq)
-    return dq, dk, dv
+    ran = backward.launch(
+        lambda meta: (max(triton.cdiv(seq_k, meta["BLOCK_N1"]),
+                          0 if meta["ATOMIC_DQ"] else triton.cdiv(seq_q, meta["BLOCK_M2"])),
+                      batch * heads),
+        q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, *descriptors,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3],
+        heads, seq_q, seq_k, sm_scale, key["SEQ_Q_BUCKET"], key["SEQ_K_BUCKET"], with_descriptors,
+        HEAD_DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, IS_CAUSAL=bool(is_causal),
+        DOT_PRECISION=_dot_precision(q.dtype), COLUMN_MAJOR_COPIES=copies,
+        signature=signature, per_call=_BACKWARD_TENSORS,
+    )  # fmt: skip
+    return {**ran, "DQ_ACC": dq_acc}

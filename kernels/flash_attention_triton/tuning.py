@@ -19,7 +19,7 @@ import torch
 import triton
 from triton.runtime.errors import OutOfResources
 
-from kernels.flash_attention_triton import stored
+from kernels.flash_attention_triton import direct, stored
 from kernels.flash_attention_triton.backward_kernels import backward_kernel
 from kernels.flash_attention_triton.configs import (
     _candidates,
@@ -148,12 +148,10 @@ class _Kernel:
     """A kernel launched three ways: forced (FLASH_TRITON_CONFIG), through Triton's autotuner the first
     time a tuning key is seen that the GPU's stored table (kernels/tuned/) does not hold, and from then
     on, or from the first call of a stored key, with that key's configuration straight through the jit
-    function.
+    function, its heuristics computed here on one dict of the arguments.
 
-    The direct launch skips what the autotuner and heuristics do at every call: each rebuilds a dict
-    of the kernel's 30 to 45 arguments, the heuristics once per rule. Here the dict is built once per
-    launch and the same rules run on it, which saves host time per bf16 forward+backward, also where
-    the call is bound by the host (NOTES.md: Measurements behind comments in the code).
+    A forced or known launch made with a call signature is kept (direct.DirectLaunch): from the next
+    call with that signature on, the launcher skips this class and the jit function altogether.
     """
 
     def __init__(self, name: str, fixed, post_hook=None):
@@ -162,6 +160,8 @@ class _Kernel:
         self.tuned = _tuned(name, fixed, post_hook)
         self.chosen: dict[tuple, triton.Config] = {}  # tuning key -> the autotuner's choice
         self.last: triton.Config | None = None  # what the last autotuned launch ran with
+        # call signature -> (configuration or None where forced, tuning key, the launch): see direct
+        self.prepared = direct.Kept()
 
     def named(self, args: tuple, kwargs: dict) -> dict:
         """A launch's arguments by the kernel's names: the first ones come positional, the rest as kwargs."""
@@ -194,34 +194,61 @@ class _Kernel:
         configs = [config] if config is not None else _prune(self.tuned.configs, named)
         return any(c.kwargs.get(switch) for c in configs)
 
-    def launch(self, grid, *args, **kwargs) -> dict[str, int]:
-        """Launch with the forced configuration if one is set, else autotuned; returns its kwargs."""
+    def launch(self, grid, *args, signature=None, per_call=(), **kwargs) -> dict[str, int]:
+        """Launch with the forced configuration if one is set, else autotuned; returns its kwargs.
+
+        With a `signature` (a hashable of everything the launch's arguments other than the tensors
+        named in `per_call` follow from), a launch with a resolved configuration is kept, and
+        `kept(signature)` then gives it back for launching straight through Triton's launcher.
+        """
+        named = self.named(args, kwargs)
         forced = forced_configs().get(self.name)
         if forced is not None:
-            try:
-                self.fixed[grid](*args, **kwargs, **forced)
-            except OutOfResources as error:  # the autotuner skips such candidates; a forced one is the user's
-                named = self.named(args, kwargs)
-                q = named["Q"]
-                raise does_not_fit(
-                    self.name, forced, q.dtype, named["HEAD_DIM"], stored.gpu_name_of(q.device), error
-                ) from error
-            return forced
-        named = self.named(args, kwargs)
-        key = self.key(named)
-        config = self.known(key)
-        if config is None:
-            self.tuned[grid](*args, **kwargs)
-            config = self.chosen[key] = self.tuned.best_config
+            config, key, options = None, None, forced
         else:
-            launch_options = config.all_kwargs()
-            named |= launch_options
-            for rule_name, rule in self.fixed.values.items():  # the heuristics, in their order
-                named[rule_name] = rule(named)
-            rules = {rule_name: named[rule_name] for rule_name in self.fixed.values}
-            self.fixed.fn[grid(named)](*args, **kwargs, **launch_options, **rules)
-        self.last = config
-        return config.kwargs
+            key = self.key(named)
+            config = self.known(key)
+            if config is None:
+                self.tuned[grid](*args, **kwargs)
+                self.last = self.chosen[key] = self.tuned.best_config
+                return self.last.kwargs
+            options = config.all_kwargs()
+        named |= options
+        for rule_name, rule in self.fixed.values.items():  # the heuristics, in their order
+            named[rule_name] = rule(named)
+        rules = {rule_name: named[rule_name] for rule_name in self.fixed.values}
+        launch_grid = grid(named)
+        try:
+            compiled = self.fixed.fn[launch_grid](*args, **kwargs, **options, **rules)
+        except OutOfResources as error:  # the autotuner skips such candidates; a forced one is the user's
+            if forced is None:
+                raise
+            q = named["Q"]
+            raise does_not_fit(
+                self.name, forced, q.dtype, named["HEAD_DIM"], stored.gpu_name_of(q.device), error
+            ) from error
+        if signature is not None:
+            bound = {name: named[name] for name in self.fixed.fn.arg_names}
+            made = direct.prepare(compiled, launch_grid, bound, per_call, named["Q"].device.index)
+            if made is not None:
+                self.prepared[signature] = (config, key, made)
+        if config is not None:
+            self.last = config
+        return options if config is None else config.kwargs
+
+    def kept(self, signature) -> direct.DirectLaunch | None:
+        """The launch kept for `signature`, while its configuration is still the one in force: forced
+        ones are told apart by the signature, which holds FLASH_TRITON_CONFIG; a tuned or stored one
+        must still be the key's choice (tests and tuning runs replace them)."""
+        kept = self.prepared.get(signature)
+        if kept is None:
+            return None
+        config, key, made = kept
+        if config is not None:
+            if self.chosen.get(key) is not config:
+                return None
+            self.last = config
+        return made
 
 
 def _could_choose(kernel: str, key: tuple, config: triton.Config) -> bool:

@@ -122,10 +122,15 @@ def _naive_scaling() -> tuple[AttentionShape, ...]:
     )
 
 
+# A call so small that the GPU finishes it long before the host has launched the next: its time per
+# call is the host's cost of one call (checks, allocations, launches), provider against provider.
+HOST_BOUND = (AttentionShape(batch=1, heads=2, seq=128, head_dim=64, causal=True),)
+
 SWEEPS: dict[str, tuple[AttentionShape, ...]] = {
     "scaling": _scaling(),
     "fixed_tokens": _fixed_tokens(),
     "naive_scaling": _naive_scaling(),
+    "host_bound": HOST_BOUND,
 }
 
 
@@ -186,8 +191,8 @@ SUITES = (
             ),
             Axis(
                 "attention_sweeps",
-                values={"cpu": ("scaling",), "full": ("scaling", "fixed_tokens")},
-                default=("fixed_tokens",),
+                values={"cpu": ("scaling",), "full": ("scaling", "fixed_tokens", "host_bound")},
+                default=("fixed_tokens", "host_bound"),
                 option="attention-sweeps",
                 help=f"comma-separated shape sweeps: {', '.join(SWEEPS)}",
                 choices=tuple(SWEEPS),
@@ -211,7 +216,8 @@ SUITES = (
                 read="ints",
             ),
         ),
-        # Forward+backward in bf16, causal, at every fixed-tokens seq and head dims 64, 80, 128.
+        # Forward+backward in bf16, causal, at every fixed-tokens seq and head dims 64, 80, 128, and the
+        # host-bound call.
         cells={"pr": ("test_attention.py::test_attention[bf16-forward_backward-*-causal-*]",)},
     ),
     # The naive attention's scaling sweep (perf/test_attention_scaling.py), eager and compiled, filtered

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from perf.cases.attention import PROVIDER_NAMES, AttentionShape
+from perf.cases.attention import HOST_BOUND, PROVIDER_NAMES, AttentionShape
 from perf.tables.format import Column, fmt, header, line
 
 BASELINE_PROVIDER = "sdpa_flash"
@@ -123,6 +123,50 @@ def scaling_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+HOST_TITLE = (
+    "attention host cost: microseconds per call where the GPU waits on the host (the host_bound sweep), "
+    "against sdpa_cudnn's (above 1: more host time)"
+)
+HOST_REFERENCE = "sdpa_cudnn"
+
+HOST_COLUMNS = (
+    Column("mode", 17, "<"),
+    Column("shape", 24, "<"),
+    Column("provider", 14, "<"),
+    Column("us/call", 8),
+    Column("GPU us", 7),
+    Column("busy", 5),
+    Column(f"vs {HOST_REFERENCE}", 14),
+)
+
+
+def host_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Per mode and dtype at the host-bound shapes, each provider's time per call against cuDNN's."""
+    groups: dict[tuple, dict[str, Mapping[str, Any]]] = {}
+    for info in filter(is_attention_result, infos):
+        if shape_of(info) in HOST_BOUND:
+            groups.setdefault((info["mode"], str(shape_of(info)), info["dtype"]), {})[info["provider"]] = info
+    if not groups:
+        return []
+    lines = [header(HOST_COLUMNS)]
+    order = {name: i for i, name in enumerate(PROVIDER_NAMES)}
+    for (mode, shape, dtype), by_provider in groups.items():
+        reference = by_provider.get(HOST_REFERENCE)
+        for provider in sorted(by_provider, key=lambda p: order.get(p, len(order))):
+            info = by_provider[provider]
+            relative = info["median_ms"] / reference["median_ms"] if reference else None
+            gpu_us = info.get("gpu_ms") and info["gpu_ms"] * 1e3
+            cells = [mode, f"{shape} {dtype}", provider, f"{info['median_ms'] * 1e3:.1f}", fmt(gpu_us, ".1f")]
+            cells += [fmt(info.get("gpu_busy_share"), ".0%"), fmt(relative, ".2f", "x")]
+            lines.append(line(HOST_COLUMNS, cells))
+    return lines
+
+
 # The end of a run and the report show the suites' tables in ORDER (perf/tables/summary.py).
 ORDER = 10
-TABLES = [(TITLE, attention_table), (DTYPE_COST_TITLE, dtype_cost_table), (SCALING_TITLE, scaling_table)]
+TABLES = [
+    (TITLE, attention_table),
+    (HOST_TITLE, host_cost_table),
+    (DTYPE_COST_TITLE, dtype_cost_table),
+    (SCALING_TITLE, scaling_table),
+]
