@@ -15,9 +15,10 @@ $(VENV)/.suite-ready: pyproject.toml scripts/bootstrap_env.py
 # testpaths, run when ARGS names no path: a path in ARGS selects instead of it. A process per core
 # (pytest-xdist): on a fresh GPU machine most of the time is compiling (Triton kernels, TorchInductor),
 # which one process does one at a time. TEST_WORKERS=0 runs them in this process. The tests that time
-# the GPU or the host run alone (the `alone` marker, tests/alone.py), all in one worker: loadgroup. Nothing in the
-# tests' own processes is a benchmark (those they start measure): --benchmark-disable, which also keeps
-# pytest-benchmark from warning that xdist disables it.
+# the GPU or the host run alone (the `alone` marker, tests/alone.py), handed out last. loadgroup hands out
+# one test at a time in the order collected (load would give a worker a run of them, the compiling ones
+# all to one). Nothing in the tests' own processes is a benchmark (those they start measure):
+# --benchmark-disable, which also keeps pytest-benchmark from warning that xdist disables it.
 TEST_WORKERS ?= auto
 
 test: env

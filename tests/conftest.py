@@ -5,8 +5,8 @@ imported. Without a GPU the kernels can only run in Triton's interpreter, so it 
 before any test module imports them, unless the caller set it (as `make test` does).
 
 Under pytest-xdist (`make test` runs a worker per core) each test holds the run's lock: shared, or
-exclusive for the tests marked `alone` (tests/alone.py), which also all go to one worker so that they
-wait for the others once in a row rather than each on its own. Each worker compiles with TorchInductor
+exclusive for the tests marked `alone` (tests/alone.py), which come last in the order the workers are
+handed tests. Each worker compiles with TorchInductor
 on its share of the cores: its default, a pool as large as the machine in every worker, would start
 cores x workers processes.
 """
@@ -55,14 +55,13 @@ def _compiles(item: pytest.Item) -> bool:
     return "compile" in item.nodeid.lower()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if _alone(item):
-            item.add_marker(pytest.mark.xdist_group(alone.MARK))
     # The compiling tests first: handed out while every worker is busy, they end before the short ones
-    # instead of one of them holding up the end of the run. Stable: every worker collects the same order.
-    items.sort(key=lambda item: not _compiles(item))
+    # instead of one of them holding up the end of the run. The `alone` tests last: handed out when
+    # little else is left, each waits for the few tests still running, where first (as one xdist group,
+    # which xdist hands out before single tests) they waited for the compiling tests while the
+    # turnstile held every new test back. Stable: every worker collects the same order.
+    items.sort(key=lambda item: (_alone(item), not _compiles(item)))
 
 
 _row = alone.ExclusiveRow()
@@ -77,7 +76,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if not _alone(item):
         with alone.held(worker["testrunuid"], exclusive=False):
             return (yield)
-    # The `alone` tests come to one worker in a row (their xdist group).
+    # A worker handed `alone` tests one after another holds the machine over the row.
     _row.enter(worker["testrunuid"])
     try:
         return (yield)
