@@ -14,6 +14,7 @@ from perf.cases.collectives import (
     cases,
     count_wrong,
     fill,
+    first_wrong,
     size_problem,
     suite_of,
 )
@@ -238,3 +239,13 @@ def test_count_wrong_counts_across_slices(monkeypatch):
     result[4], result[9], result[10] = 7, 0, 1
     assert count_wrong(result, (1, 2)) == 3
     assert count_wrong(result, (2,)) == 11
+
+
+def test_first_wrong_names_the_first_element_off_across_slices_and_chunks(monkeypatch):
+    monkeypatch.setattr(collective_cases, "COUNT_SLICE", 3)
+    result = torch.tensor([1.0] * 10 + [2.0] * 10, dtype=torch.bfloat16)
+    assert first_wrong(result, (1, 2)) is None
+    result[13], result[17] = 5, 0  # chunk 1, its second slice
+    assert first_wrong(result, (1, 2)) == (13, 5.0, 2)
+    result[7] = 3  # chunk 0, its third slice: comes first
+    assert first_wrong(result, (1, 2)) == (7, 3.0, 1)

@@ -1,14 +1,18 @@
 """The collectives' measurement: iteration counts, the run's time limit, a backend that rejects a case,
 and runs of every case in this process (one rank) and in a spawned gloo group of 3 ranks."""
 
+import dataclasses
+
 import pytest
 import torch
 import torch.distributed as dist
 
 from parallel.launch import run_ranks
+from perf.cases import collectives as collective_cases
 from perf.cases.collectives import COLLECTIVES, CollectiveCase, cases
 from perf.workloads.collective_ranks import (
     CollectiveTimes,
+    _wrong_elements,
     device_for,
     measure_collectives,
     run_timeout_s,
@@ -124,3 +128,25 @@ def test_a_collective_that_gives_wrong_values_is_counted(one_rank, monkeypatch):
     broadcast = CollectiveCase("broadcast", "fp32", "in_place")
     results = measure_collectives(0, 1, "gloo", [(broadcast, (8, 4100))], 0.0, 1, 1)
     assert [results[broadcast, size].wrong_elements for size in (8, 4100)] == [2, 1025]
+    # Rank 0 broadcasts 1s (perf/cases/collectives.py): each element reads 2.
+    assert results[broadcast, 4100].first_wrong == "rank 0, element 0: 2 where 1 was expected"
+
+
+def test_the_first_wrong_element_of_a_group_is_the_lowest_ranks():
+    # Rank 1 of 3 gets one wrong element, at index 5 of an all-reduce's result; ranks 0 and 2 none.
+    results = run_ranks(_one_wrong_on_rank_1, 3, args=(), timeout_s=120)
+    assert results[0] == results[1] == results[2] == (1, "rank 1, element 5: 0 where 6 was expected")
+
+
+def _one_wrong_on_rank_1(rank: int, world_size: int):
+    """In a rank of a gloo group: an all-reduce of 12 elements whose result rank 1 spoils."""
+    spec = collective_cases.COLLECTIVES["all_reduce"]
+
+    def off_on_rank_1(source, result):
+        spec.call(source, result)
+        if rank == 1:
+            result[5] = 0
+
+    collective_cases.COLLECTIVES["all_reduce"] = dataclasses.replace(spec, call=off_on_rank_1)
+    source = result = torch.zeros(12)  # in place: one tensor
+    return _wrong_elements(CollectiveCase("all_reduce", "fp32", "in_place"), source, result, rank, world_size)

@@ -57,10 +57,16 @@ def test_a_result_carries_its_case_and_the_collectives_bus_bandwidth(monkeypatch
 
 
 def test_wrong_elements_are_recorded_then_fail_the_benchmark(monkeypatch):
-    _measured_as(monkeypatch, {(ALL_GATHER, MIB): CollectiveTimes((0.002,), wrong_elements=3)})
+    first = "rank 1, element 5: 0 where 2 was expected"
+    times = CollectiveTimes((0.002,), wrong_elements=3, first_wrong=first)
+    _measured_as(monkeypatch, {(ALL_GATHER, MIB): times})
     bench = FakeBench()
-    with pytest.raises(pytest.fail.Exception, match=r"1MiB all_gather \(bf16, out of place\), gloo with 2 "):
+    with pytest.raises(pytest.fail.Exception) as failed:
         bench_collective(bench, TIERS["cpu"], ALL_GATHER, "gloo", 2, MIB)
+    assert str(failed.value).startswith(
+        "1MiB all_gather (bf16, out of place), gloo with 2 ranks: 3 wrong elements"
+    )
+    assert f"the first at {first}" in str(failed.value)
     assert bench.recorded["wrong_elements"] == 3
 
 

@@ -53,13 +53,17 @@ def stats(median: float, iqr_fraction: float = 0.02, rounds: int = 40, seed: int
 
 
 def write_results(
-    path: Path, benchmarks: dict[str, dict], gpu: str | None = H100, extra: dict[str, dict] | None = None
+    path: Path,
+    benchmarks: dict[str, dict],
+    gpu: str | None = H100,
+    extra: dict[str, dict] | None = None,
+    gpus: int = 1,
 ) -> Path:
     """A result file as `pytest --benchmark-json` writes it, with the suite's machine_info.perf;
-    `extra` holds extra_info per node id."""
+    `extra` holds extra_info per node id, `gpus` the GPUs visible."""
     perf = {"device": "cuda" if gpu else "cpu", "cpu_model": "Intel(R) Xeon(R) Processor"}
     if gpu:
-        perf["gpu"] = {"name": gpu, "count": 1}
+        perf["gpu"] = {"name": gpu, "count": gpus}
     entries = [
         {
             "name": name.split("::")[1],
@@ -202,6 +206,48 @@ def test_improvements_new_and_missing_are_listed_and_do_not_fail(tmp_path, capsy
     assert section(out, "new") == [added]
     assert section(out, "missing") == [gone]
     assert out.splitlines()[-1].startswith(f"PASS ({len(NAMES) - 1} compared, 1 faster")
+
+
+def _collective(world: int, size: str) -> str:
+    return f"perf/test_collectives.py::test_collective[all_reduce-bf16-out_of_place-nccl-world{world}-{size}]"
+
+
+def test_a_baseline_of_other_world_sizes_is_not_comparable_and_never_fails(tmp_path, capsys):
+    """A two-GPU baseline compared on one GPU, and a run under torchrun at another world size: the
+    baseline's distributed rows are set apart as not comparable, never missing, never failing."""
+    two_gpu = {_collective(2, size): stats(0.004) for size in ("1MiB", "1GiB")}
+    extra = {name: {"world_size": 2} for name in two_gpu}
+    baseline = write_results(tmp_path / "base.json", {**suite(), **two_gpu}, extra=extra, gpus=2)
+    one_gpu = write_results(tmp_path / "one.json", suite())
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", one_gpu)
+    assert code == 0
+    lines = out.splitlines()
+    start = lines.index(
+        "not comparable, other world sizes (this run measured world size(s) none on 1 GPU(s), the "
+        "baseline's machine had 2 GPU(s); listed, never failing):"
+    )
+    assert lines[start + 1 : start + 4] == [
+        "  2 benchmark(s) of the baseline at world size 2",
+        *(f"    {name}" for name in sorted(two_gpu)),
+    ]
+    assert "missing" not in out.split("not comparable")[1].split("PASS")[0]
+    assert "0 missing, 2 at other world sizes" in lines[-1] and lines[-1].startswith("PASS")
+
+    # Four ranks under torchrun against the two-rank baseline: its own rows are new, the baseline's apart.
+    four = {_collective(4, "1MiB"): stats(0.009)}
+    torchrun = write_results(
+        tmp_path / "four.json", {**suite(), **four}, extra={n: {"world_size": 4} for n in four}, gpus=4
+    )
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", torchrun)
+    assert code == 0
+    assert "this run measured world size(s) 4 on 4 GPU(s)" in out
+    assert section(out, "new") == list(four)
+    # The same world size in both is compared as usual, and a slowdown there fails.
+    slower = {_collective(2, "1MiB"): stats(0.004 * 1.5)}
+    same = write_results(tmp_path / "same.json", {**suite(), **slower}, extra=extra, gpus=2)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", same)
+    assert code == 1 and section(out, "regressions") == list(slower)
+    assert "not comparable" not in out and section(out, "missing") == [_collective(2, "1GiB")]
 
 
 # --------------------------------------------------------------------------- host-bound benchmarks

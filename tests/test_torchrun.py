@@ -163,3 +163,11 @@ def test_a_rank_that_raises_ends_the_job_and_rank_0_shows_its_error():
         and "ArithmeticError: deliberate fault in rank 1 at its all-reduce 5" in rank0
     )
     assert not _left_over()
+
+
+def test_the_launcher_commands_in_the_docs_name_every_distributed_benchmark_file():
+    text = (ROOT / "docs" / "distributed.md").read_text()
+    commands = [line for line in text.splitlines() if "-m pytest" in line]
+    assert len(commands) == 3  # torchrun on one node, on two, srun
+    for command in commands:
+        assert all(name in command for name in DISTRIBUTED_FILES), command

@@ -319,6 +319,21 @@ def count_wrong(tensor: torch.Tensor, values: Sequence[int]) -> int:
     return int(wrong.item())
 
 
+def first_wrong(tensor: torch.Tensor, values: Sequence[int]) -> tuple[int, float, int] | None:
+    """The first element of `tensor` that differs from its chunk's value, as (flat index, value found,
+    value expected); None where every element agrees."""
+    chunks = tensor.view(len(values), -1)
+    for j, (chunk, value) in enumerate(zip(chunks, values, strict=True)):
+        offset = j * chunks.shape[1]
+        for part in chunk.split(COUNT_SLICE):
+            differs = (part != value).nonzero()
+            if differs.numel():
+                index = int(differs[0, 0])
+                return offset + index, float(part[index]), value
+            offset += part.numel()
+    return None
+
+
 # --------------------------------------------------------------------------- the suite's declaration
 # --allreduce-sweep: 8 B to 8 GiB, doubling, as nccl-tests sweeps (-b 8 -e 8G -f 2).
 ALLREDUCE_SWEEP = tuple(2**p for p in range(3, 34))

@@ -79,6 +79,54 @@ def _missing_lines(missing: Sequence[str], current: Results) -> list[str]:
     return lines
 
 
+def _world_sizes(results: Results) -> dict[str, int]:
+    """Each benchmark's world size (extra_info world_size: the ranks it ran on), where it has one."""
+    sizes = {}
+    for entry in results.document.get("benchmarks", []):
+        info = entry.get("extra_info") if isinstance(entry, dict) else None
+        size = info.get("world_size") if isinstance(info, dict) else None
+        if isinstance(size, int) and not isinstance(size, bool):
+            sizes[entry.get("fullname")] = size
+    return sizes
+
+
+def gpu_count(results: Results) -> int | None:
+    """The GPUs the run's machine had visible (machine_info.perf.gpu.count), where it says."""
+    perf = results.document.get("machine_info", {}).get("perf")
+    gpu = perf.get("gpu") if isinstance(perf, dict) else None
+    count = gpu.get("count") if isinstance(gpu, dict) else None
+    return count if isinstance(count, int) else None
+
+
+def other_world_sizes(missing: Sequence[str], baseline: Results, current: Results) -> dict[int, list[str]]:
+    """The baseline's benchmarks missing from this run that ran at a world size this run measured nothing
+    at (a two-GPU baseline compared on one GPU, torchrun with another world size), by world size."""
+    before, now = _world_sizes(baseline), set(_world_sizes(current).values())
+    found: dict[int, list[str]] = {}
+    for name in missing:
+        size = before.get(name)
+        if size is not None and size not in now:
+            found.setdefault(size, []).append(name)
+    return found
+
+
+def _other_world_lines(found: dict[int, list[str]], baseline: Results, current: Results) -> list[str]:
+    if not found:
+        return []
+    ran = sorted(set(_world_sizes(current).values()))
+    gpus = gpu_count(current)
+    here = f"this run measured world size(s) {', '.join(map(str, ran)) or 'none'}"
+    here += f" on {gpus} GPU(s)" if gpus is not None else ""
+    base_gpus = gpu_count(baseline)
+    there = f", the baseline's machine had {base_gpus} GPU(s)" if base_gpus is not None else ""
+    lines = [f"not comparable, other world sizes ({here}{there}; listed, never failing):"]
+    for size, names in sorted(found.items()):
+        lines.append(f"  {len(names)} benchmark(s) of the baseline at world size {size}")
+        if len(names) <= LISTED_PER_REASON:
+            lines += [f"    {name}" for name in names]
+    return lines
+
+
 def _missing_count(missing: Sequence[str], current: Results) -> str:
     selected = selection(current)
     if selected is None:
@@ -144,7 +192,11 @@ def report(
         )
     if comparison.new:
         lines += ["new (not in the baseline):", *(f"  {name}" for name in comparison.new)]
-    lines += _missing_lines(comparison.missing, current)
+    other_worlds = other_world_sizes(comparison.missing, baseline, current)
+    set_apart = {name for names in other_worlds.values() for name in names}
+    missing = [name for name in comparison.missing if name not in set_apart]
+    lines += _other_world_lines(other_worlds, baseline, current)
+    lines += _missing_lines(missing, current)
     lines += _wall_only_lines(comparison.wall_only)
     moved = [
         *regressions,
@@ -155,7 +207,7 @@ def report(
         f"{comparison.compared} compared, {len(comparison.improvements)} faster, "
         f"{len(not_persisted)} did not persist, {len(comparison.host_bound)} host-bound slower, "
         f"{len(comparison.clock_moved)} clock moved, {len(comparison.new)} new, "
-        f"{_missing_count(comparison.missing, current)}, "
+        f"{_missing_count(missing, current)}, {len(set_apart)} at other world sizes, "
         f"{sum(map(len, comparison.wall_only.values()))} without GPU time; "
         f"threshold {rule.threshold:.0%}, z {rule.z:g}, host-bound {rule.host_threshold:.0%}"
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from perf.cases.collectives import CollectiveCase, buffers, count_wrong, fill, rank_elements
+from perf.cases.collectives import CollectiveCase, buffers, count_wrong, fill, first_wrong, rank_elements
 from perf.cases.transfer import byte_size_label
 from perf.harness import nvtx_range, out_of_memory_in, synchronize
 from perf.harness.gpu_time import GpuTime
@@ -55,12 +55,13 @@ CPU_REASON = "gloo runs collectives on CPU tensors: there is no GPU work to meas
 class CollectiveTimes:
     """One case at one size: seconds per timed iteration, each the slowest rank's, or why not; rank
     0's GPU busy time per call, or why there is none; and the wrong elements of all ranks' results
-    after one collective of known values."""
+    after one collective of known values, with the first of them (rank, index, value found and expected)."""
 
     durations_s: tuple[float, ...] = ()
     skipped: str | None = None
     gpu: GpuTime | str = "not measured"
     wrong_elements: int | None = None
+    first_wrong: str | None = None
 
 
 def run_timeout_s(plan: Plan, budget_s: float, backend: str, min_iterations: int) -> float:
@@ -150,9 +151,8 @@ def _measure(
     slowest = slowest_over_ranks(durations, world_size, device)
     # Rank 0's time per collective: NCCL's kernel, from the moment every rank is ready.
     gpu = rank0_busy_time(call, rank, device, slowest, CPU_REASON)
-    return CollectiveTimes(
-        slowest, gpu=gpu, wrong_elements=_wrong_elements(case, source, result, rank, world_size)
-    )
+    wrong, first = _wrong_elements(case, source, result, rank, world_size)
+    return CollectiveTimes(slowest, gpu=gpu, wrong_elements=wrong, first_wrong=first)
 
 
 def _rejected(
@@ -223,15 +223,26 @@ def _first_reason(reason: str | None, world_size: int) -> str | None:
 
 def _wrong_elements(
     case: CollectiveCase, source: torch.Tensor, result: torch.Tensor, rank: int, world_size: int
-) -> int:
+) -> tuple[int, str | None]:
     """Elements of all ranks' results that differ from what one collective of known values must give,
-    after the timed ones and outside them. The output is zeroed first (no expected value is 0), so an
-    element the collective did not write counts as wrong; in place, the input is set after it."""
+    after the timed ones and outside them, and where the first of them is (the lowest rank's first
+    one). The output is zeroed first (no expected value is 0), so an element the collective did not
+    write counts as wrong; in place, the input is set after it."""
     result.zero_()
     fill(source, case.spec.sent(rank, world_size))
     case.spec.call(source, result)
-    wrong = torch.tensor(
-        [count_wrong(result, case.spec.expected(rank, world_size))], dtype=torch.int64, device=result.device
-    )
+    expected = case.spec.expected(rank, world_size)
+    wrong = torch.tensor([count_wrong(result, expected)], dtype=torch.int64, device=result.device)
     dist.all_reduce(wrong)
-    return int(wrong.item())
+    if not wrong.item():
+        return 0, None
+    found = first_wrong(result, expected)
+    firsts: list = [None] * world_size
+    dist.all_gather_object(firsts, found)
+    first = next(
+        f"rank {r}, element {index}: {got:g} where {want} was expected"
+        for r, place in enumerate(firsts)
+        if place is not None
+        for index, got, want in (place,)
+    )
+    return int(wrong.item()), first

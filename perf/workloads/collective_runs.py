@@ -103,8 +103,9 @@ def bench_collective(
         wrong_elements=times.wrong_elements,
     )
     if times.wrong_elements:
+        info["first_wrong"] = times.first_wrong
         pytest.fail(
             f"{what}: {times.wrong_elements} wrong elements over all ranks after one collective of known "
-            f"values (perf/cases/collectives.py); its times are recorded"
+            f"values (perf/cases/collectives.py), the first at {times.first_wrong}; its times are recorded"
         )
     return info
