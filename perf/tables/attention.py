@@ -37,21 +37,32 @@ ATTENTION_COLUMNS = (
 )
 
 
-def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Lines of the table for the attention results among `infos` (benchmarks' extra_info); none if none."""
+def _groups(infos: Iterable[Mapping[str, Any]], host_bound: bool | None = None) -> dict[tuple, list]:
+    """The attention results by (mode, shape, dtype), each group's providers in the registry's order as
+    (provider, info) pairs; host_bound True or False keeps only the host_bound sweep's shapes or the
+    others."""
     groups: dict[tuple, dict[str, Mapping[str, Any]]] = {}
     for info in filter(is_attention_result, infos):
         shape = shape_of(info)
-        groups.setdefault((info["mode"], str(shape), info["dtype"]), {})[info["provider"]] = info
+        if host_bound is None or (shape in HOST_BOUND) == host_bound:
+            groups.setdefault((info["mode"], str(shape), info["dtype"]), {})[info["provider"]] = info
+    order = {name: i for i, name in enumerate(PROVIDER_NAMES)}
+    return {
+        key: sorted(by_provider.items(), key=lambda item: order.get(item[0], len(order)))
+        for key, by_provider in groups.items()
+    }
+
+
+def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Lines of the table for the attention results among `infos` (benchmarks' extra_info); none if none."""
+    groups = _groups(infos)
     if not groups:
         return []
     lines = [header(ATTENTION_COLUMNS)]
-    order = {name: i for i, name in enumerate(PROVIDER_NAMES)}
-    for (mode, shape, dtype), by_provider in groups.items():
+    for (mode, shape, dtype), providers in groups.items():
         lines.append(f"{mode} {shape} {dtype}")
-        baseline = by_provider.get(BASELINE_PROVIDER)
-        for provider in sorted(by_provider, key=lambda p: order.get(p, len(order))):
-            info = by_provider[provider]
+        baseline = dict(providers).get(BASELINE_PROVIDER)
+        for provider, info in providers:
             relative = baseline["median_ms"] / info["median_ms"] if baseline else None
             cells = [f"  {provider}", f"{info['median_ms']:.3f}", fmt(info.get("gpu_ms"), ".3f")]
             cells += [fmt(info.get("gpu_busy_share"), ".0%"), fmt(info.get("tflops"), ".3g")]
@@ -131,7 +142,7 @@ HOST_REFERENCE = "sdpa_cudnn"
 
 HOST_COLUMNS = (
     Column("mode", 17, "<"),
-    Column("shape", 24, "<"),
+    Column("shape", 31, "<"),
     Column("provider", 14, "<"),
     Column("us/call", 8),
     Column("GPU us", 7),
@@ -142,18 +153,13 @@ HOST_COLUMNS = (
 
 def host_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     """Per mode and dtype at the host-bound shapes, each provider's time per call against cuDNN's."""
-    groups: dict[tuple, dict[str, Mapping[str, Any]]] = {}
-    for info in filter(is_attention_result, infos):
-        if shape_of(info) in HOST_BOUND:
-            groups.setdefault((info["mode"], str(shape_of(info)), info["dtype"]), {})[info["provider"]] = info
+    groups = _groups(infos, host_bound=True)
     if not groups:
         return []
     lines = [header(HOST_COLUMNS)]
-    order = {name: i for i, name in enumerate(PROVIDER_NAMES)}
-    for (mode, shape, dtype), by_provider in groups.items():
-        reference = by_provider.get(HOST_REFERENCE)
-        for provider in sorted(by_provider, key=lambda p: order.get(p, len(order))):
-            info = by_provider[provider]
+    for (mode, shape, dtype), providers in groups.items():
+        reference = dict(providers).get(HOST_REFERENCE)
+        for provider, info in providers:
             relative = info["median_ms"] / reference["median_ms"] if reference else None
             gpu_us = info.get("gpu_ms") and info["gpu_ms"] * 1e3
             cells = [mode, f"{shape} {dtype}", provider, f"{info['median_ms'] * 1e3:.1f}", fmt(gpu_us, ".1f")]
