@@ -191,7 +191,13 @@ SUITES = (
             ),
             Axis(
                 "attention_sweeps",
-                values={"cpu": ("scaling",), "full": ("scaling", "fixed_tokens", "host_bound")},
+                # Not pr: the host-bound call's figures move with the host by 15-25% within a run, and
+                # its GPU time is a few microseconds; the pull-request gate keeps to what it can judge.
+                values={
+                    "cpu": ("scaling",),
+                    "pr": ("fixed_tokens",),
+                    "full": ("scaling", "fixed_tokens", "host_bound"),
+                },
                 default=("fixed_tokens", "host_bound"),
                 option="attention-sweeps",
                 help=f"comma-separated shape sweeps: {', '.join(SWEEPS)}",
@@ -216,8 +222,7 @@ SUITES = (
                 read="ints",
             ),
         ),
-        # Forward+backward in bf16, causal, at every fixed-tokens seq and head dims 64, 80, 128, and the
-        # host-bound call.
+        # Forward+backward in bf16, causal, at every fixed-tokens seq and head dims 64, 80, 128.
         cells={"pr": ("test_attention.py::test_attention[bf16-forward_backward-*-causal-*]",)},
     ),
     # The naive attention's scaling sweep (perf/test_attention_scaling.py), eager and compiled, filtered
