@@ -1,4 +1,5 @@
-"""The distributed benchmarks under torchrun: two "nodes" on this machine, four ranks with gloo.
+"""The distributed benchmarks under torchrun: two "nodes" on this machine, four ranks with gloo, and
+where two GPUs are visible a killed rank among two with NCCL.
 
 Each test starts two torchrun agents with one c10d rendezvous, as two nodes of a cluster would, and
 runs pytest in every rank. They check what a cluster run needs: the benchmarks measure across all
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from parallel.launch import free_port
 
@@ -145,6 +147,32 @@ def test_a_killed_rank_ends_the_job_and_rank_0_names_it():
     rank0 = _rank0(outputs)
     assert "rank 3 ended" in rank0 and "its heartbeat stopped" in rank0, rank0
     assert not _left_over()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs for NCCL"
+)
+def test_a_killed_rank_under_nccl_ends_the_job_and_rank_0_names_it(capsys):
+    """The same on GPUs with NCCL, whose collectives wait on a dead peer rather than fail: rank 0's
+    watchdog sees the heartbeat stop and aborts the group."""
+    codes, outputs, seconds = _torchrun(
+        1,
+        2,
+        ["perf/test_allreduce.py", "--allreduce-sizes", "64K", "--collective-backends", "nccl",
+         "--benchmark-max-time", "0.5"],
+        # Two GPUs; NVLink multicast off, as on the machines these run on (NCCL_NVLS_ENABLE).
+        {"PERF_TEST_FAULT": "kill:1:8", "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_NVLS_ENABLE": "0"},
+        JOB_TIMEOUT_S,
+    )  # fmt: skip
+    assert codes != [0]
+    assert seconds < KILLED_RANK_S + 20
+    rank0 = _rank0(outputs)
+    assert "rank 1 ended" in rank0 and "its heartbeat stopped" in rank0, rank0
+    assert not _left_over()
+    with capsys.disabled():  # what the job took, for reports of this path on GPUs
+        print(f"\nkilled rank under NCCL: the job ended after {seconds:.1f} s, rank 0 printed:")
+        print("\n".join(line for line in rank0.splitlines() if "rank 1" in line))
 
 
 @pytest.mark.slow
