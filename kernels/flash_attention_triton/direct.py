@@ -92,9 +92,13 @@ class DirectLaunch:
         self.launcher(*self.grid, stream, self.function, self.packed_metadata, metadata, enter, exit_, *args)
 
 
+def _is_descriptor(value) -> bool:
+    return TensorDescriptor is not None and isinstance(value, TensorDescriptor)
+
+
 def _template(value) -> _Descriptor | None:
     """A descriptor's fixed parts, or None for a plain argument (a tensor)."""
-    if TensorDescriptor is not None and isinstance(value, TensorDescriptor):
+    if _is_descriptor(value):
         return _Descriptor(
             None, list(value.shape), list(value.strides), value.padding, list(value.block_shape)
         )
@@ -106,11 +110,8 @@ def prepare(compiled, grid, bound: dict, per_call: tuple[str, ...], device: int)
     every argument by name in the kernel's order, or None where it cannot launch directly."""
     if compiled is None or not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
         return None
-    if any(
-        isinstance(value, TensorDescriptor) and not hasattr(value, "padding")
-        for value in bound.values()
-        if TensorDescriptor is not None
-    ):
+    descriptors = [value for value in bound.values() if _is_descriptor(value)]
+    if any(not hasattr(d, "padding") for d in descriptors):
         return None  # a Triton whose descriptors the launcher reads differently
     return DirectLaunch(compiled, tuple(grid), bound, per_call, device)
 

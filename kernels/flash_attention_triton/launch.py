@@ -257,24 +257,9 @@ def attention_backward(
                 tuning.convert_dq(dq_acc, sm_scale, dq)
             return dq, dk, dv
         ran = _launch_backward(
-            signature,
-            q,
-            k,
-            v,
-            out,
-            lse,
-            grad_out,
-            qc,
-            kc,
-            doc,
-            delta,
-            dq,
-            dk,
-            dv,
-            sm_scale,
-            is_causal,
-            copies,
-        )
+            signature, q, k, v, out, lse, grad_out, qc, kc, doc, delta, dq, dk, dv,
+            sm_scale, is_causal, copies,
+        )  # fmt: skip
         if ran.get("ATOMIC_DQ"):
             tuning.convert_dq(ran["DQ_ACC"], sm_scale, dq)
     return dq, dk, dv
