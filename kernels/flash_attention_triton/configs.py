@@ -51,7 +51,8 @@ _CANDIDATES = {
                              ((32, 128, 128, 64), 4, 4), ((32, 64, 64, 32), 4, 2), ((16, 64, 64, 16), 4, 3),
                              ((64, 64, 64, 64), 4, 3, _ONE_PASS), ((64, 64, 64, 64), 4, 4, _ONE_PASS)],
     ("backward", "wide"): [((64, 128, 128, 64), 8, 2), ((64, 128, 128, 32), 8, 2), ((32, 128, 128, 32), 8, 2),
-                           ((32, 128, 128, 64), 8, 3), ((32, 64, 64, 32), 4, 2)],
+                           ((32, 128, 128, 64), 8, 3), ((32, 64, 64, 32), 4, 2), ((64, 128, 128, 64), 8, 3),
+                           ((64, 128, 128, 128), 8, 2)],
     # fp32 at head dim 128, with the column-major operand copies: in a sweep of backward configurations,
     # single-stage wide tiles beat the "wide" rows' best (NOTES.md). The single-stage forward tiles of
     # 4 warps were the fastest with TMA loads.
