@@ -172,7 +172,7 @@ def test_a_killed_rank_under_nccl_ends_the_job_and_rank_0_names_it(capsys):
     assert not _left_over()
     with capsys.disabled():  # what the job took, for reports of this path on GPUs
         print(f"\nkilled rank under NCCL: the job ended after {seconds:.1f} s, rank 0 printed:")
-        print("\n".join(line for line in rank0.splitlines() if "rank 1" in line))
+        print("\n".join(line for line in rank0.splitlines() if "rank 1" in line or "heartbeat" in line))
 
 
 @pytest.mark.slow
