@@ -116,7 +116,7 @@ def _ids(proc) -> list[str]:
 
 def test_fp32_all_reduce_keeps_its_names_and_the_gpu_tiers_run_every_case(tmp_path):
     files = ("perf/test_allreduce.py", "perf/test_collectives.py", "--collect-only", "--device=cpu")
-    ids = _ids(_child_pytest(tmp_path, *files, "--tier=default", "--world-sizes=2", "--collective-sizes=1G"))
+    ids = _ids(_child_pytest(tmp_path, *files, "--tier=full", "--world-sizes=2", "--collective-sizes=1G"))
     allreduce = [i for i in ids if i.startswith("test_allreduce")]
     assert allreduce[:2] == ["test_allreduce[nccl-world2-1GiB]", "test_allreduce[gloo-world2-1GiB]"]
     assert allreduce[2:] == ["test_allreduce[bf16-nccl-world2-1GiB]", "test_allreduce[bf16-gloo-world2-1GiB]"]
@@ -124,6 +124,10 @@ def test_fp32_all_reduce_keeps_its_names_and_the_gpu_tiers_run_every_case(tmp_pa
     assert len(nccl) == 12  # 14 cases less all-reduce's two
     assert "test_collective[all_gather-bf16-out_of_place-nccl-world2-1GiB]" in nccl
     assert "test_collective[all_to_all-fp32-out_of_place-nccl-world2-1GiB]" in nccl
+    # The default tier leaves gloo (CPU tensors) to `full`: the same nccl cells, none of gloo.
+    only = ("--world-sizes=2", "--collective-sizes=1G")
+    default = _ids(_child_pytest(tmp_path, *files, "--tier=default", *only))
+    assert default == [i for i in ids if "gloo" not in i]
 
 
 def test_an_unknown_collective_stops_the_run_naming_the_accepted_ones(tmp_path):
