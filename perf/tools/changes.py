@@ -22,6 +22,9 @@ from perf.tools.regression_rule import (
 )
 from perf.tools.results import Results
 
+# The threshold a change records when none was given: the gate's default, from --threshold.
+DEFAULT_THRESHOLD = Threshold(THRESHOLD, "--threshold")
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -51,7 +54,7 @@ class Change:
     noise_s: float | None  # the bound of `noise_bound`; None when only the threshold applied
     remeasured: tuple[float, ...] = ()  # ratios of the re-measurements, in order
     figure: str = WALL  # which of the benchmark's figures changed: WALL or GPU
-    threshold: Threshold = Threshold(THRESHOLD, "--threshold")  # the one it was judged at
+    threshold: Threshold = DEFAULT_THRESHOLD  # the one it was judged at
 
     @property
     def ratio(self) -> float:
