@@ -1,12 +1,13 @@
-"""Data-parallel training on 2 ranks (under a launcher, its world): step time, peak memory and training
-state per rank of each wrapper against one GPU alone, torch DDP and torch's FSDP2, and the optimizer
-memory that sharding AdamW's state saves.
+"""Data-parallel training at each world size of the run (the collectives': --world-sizes, or the tier's;
+under a launcher, its world): step time, peak memory and training state per rank of each wrapper
+against one GPU alone, torch DDP and torch's FSDP2, and the optimizer memory that sharding AdamW's
+state saves.
 
-Parametrized by the tier (perf/tiers.py): the preset, and DDPBucketed's bucket sizes; the variants and
-optimizer kinds here. Starting the ranks and building the model cost seconds (minutes at xl for every
-variant), so the first test of a preset measures every case of its suite in one run of ranks
-(perf/workloads/data_parallel_ranks.py); each test then hands its own case's steps to pytest-benchmark as
-rounds. The end of the run tabulates them (perf/tables/data_parallel.py).
+Parametrized by the tier (perf/tiers.py): the preset, the world sizes and DDPBucketed's bucket sizes;
+the variants and optimizer kinds here. Starting the ranks and building the model cost seconds (minutes
+at xl for every variant), so the first test of a preset and world size measures every case of its
+suite in one run of ranks (perf/workloads/data_parallel_ranks.py); each test then hands its own case's
+steps to pytest-benchmark as rounds. The end of the run tabulates them (perf/tables/data_parallel.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from perf.workloads.data_parallel_ranks import (
     cases_for,
     comparison_figures,
     dp_config,
-    dp_world_size,
     measure_data_parallel,
     measure_optimizer_memory,
     run_timeout_s,
@@ -45,9 +45,8 @@ pytestmark = pytest.mark.distributed
 MEMORY_TIMED_STEPS = 5
 
 
-def _world() -> tuple[int, str]:
-    """(world size, backend) of this run, or a skip saying why there is none."""
-    world_size = dp_world_size()
+def _world(world_size: int) -> tuple[int, str]:
+    """(world size, backend) of a run of `world_size` ranks, or a skip saying why there is none."""
     reason = too_few_ranks(world_size)
     if reason is not None:
         pytest.skip(reason)
@@ -96,8 +95,8 @@ def _steps(
     )
 
 
-def _record_step(bench, tier: Tier, preset: str, case: DPCase) -> None:
-    world_size, backend = _world()
+def _record_step(bench, tier: Tier, preset: str, world: int, case: DPCase) -> None:
+    world_size, backend = _world(world)
     config = dp_config(preset, backend)  # an unknown preset fails here, before any rank starts
     # Every variant of a preset side by side, the bucket sizes among them, "single" the reference.
     bench.benchmark.group = f"data parallel {preset} fp32 world{world_size}"
@@ -128,15 +127,15 @@ def _record_step(bench, tier: Tier, preset: str, case: DPCase) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_data_parallel_step(bench, tier: Tier, dp_preset: str, variant: str):
-    """A training step (zero_grad, forward, loss, backward, gradient averaging, AdamW) of `variant`;
-    fsdp2's averaging is its reduce-scatters inside backward."""
-    _record_step(bench, tier, dp_preset, DPCase(variant))
+def test_data_parallel_step(bench, tier: Tier, dp_preset: str, dp_world_size: int, variant: str):
+    """A training step (zero_grad, forward, loss, backward, gradient averaging, AdamW) of `variant` on
+    `dp_world_size` ranks; fsdp2's averaging is its reduce-scatters inside backward."""
+    _record_step(bench, tier, dp_preset, dp_world_size, DPCase(variant))
 
 
-def test_data_parallel_bucketed(bench, tier: Tier, dp_preset: str, bucket_size_mb: float):
+def test_data_parallel_bucketed(bench, tier: Tier, dp_preset: str, dp_world_size: int, bucket_size_mb: float):
     """The training step of DDPBucketed with buckets of at most `bucket_size_mb` MiB."""
-    _record_step(bench, tier, dp_preset, DPCase(BUCKETED, bucket_size_mb))
+    _record_step(bench, tier, dp_preset, dp_world_size, DPCase(BUCKETED, bucket_size_mb))
 
 
 def _memory(world_size: int, backend: str, preset: str) -> dict[str, OptimizerMemory]:
@@ -154,7 +153,7 @@ def _memory(world_size: int, backend: str, preset: str) -> dict[str, OptimizerMe
 
 
 @pytest.mark.parametrize("optimizer_kind", OPTIMIZER_KINDS)
-def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, optimizer_kind: str):
+def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, dp_world_size: int, optimizer_kind: str):
     """Memory per rank with AdamW over every parameter, and with its state sharded over the ranks.
 
     after_build: weights; before_step: and gradients; after_step: and AdamW's state, allocated by its
@@ -162,7 +161,7 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, optimizer_k
     state_bytes_per_rank: parameters, gradients and AdamW's state after the timed steps, as the
     data-parallel step's results count them.
     """
-    world_size, backend = _world()
+    world_size, backend = _world(dp_world_size)
     config = dp_config(dp_preset, backend)
     bench.benchmark.group = f"sharded optimizer {dp_preset} fp32 world{world_size}"
     memory = _memory(world_size, backend, dp_preset)

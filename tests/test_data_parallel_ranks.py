@@ -1,6 +1,6 @@
-"""The data-parallel measurement: cases, world size, backend, shapes, time limit, derived figures,
-optimizer and training state, and one short gloo run on 2 ranks: steps, optimizer memory, and FSDP2's
-step against one process's."""
+"""The data-parallel measurement: cases, world sizes and their ids, backend, shapes, time limit, derived
+figures, optimizer and training state, and one short gloo run on 2 ranks: steps, optimizer memory, and
+FSDP2's step against one process's."""
 
 import pytest
 import torch
@@ -8,21 +8,19 @@ import torch.distributed as dist
 from torch import nn
 
 from parallel.launch import run_ranks
-from perf.cases.data_parallel import OPTIMIZER_KINDS, VARIANTS
+from perf.cases.data_parallel import OPTIMIZER_KINDS, PAIR, VARIANTS
 from perf.test_data_parallel import _world
 from perf.workloads.data_parallel_ranks import (
     BATCH_PER_RANK,
     BUILD_S,
     SLOWEST_STEP_S,
     WARMUP_STEPS,
-    WORLD_SIZE,
     DPCase,
     StepTimes,
     backend_for,
     cases_for,
     comparison_figures,
     dp_config,
-    dp_world_size,
     measure_data_parallel,
     measure_optimizer_memory,
     rank_device,
@@ -38,8 +36,11 @@ from perf.workloads.data_parallel_steps import (
     step_function,
 )
 from perf.workloads.lm import build_model, random_batch
+from tests.test_harness import _child_pytest
 
 CPU = torch.device("cpu")
+# The ranks of the gloo runs here.
+WORLD_SIZE = PAIR
 
 
 # --------------------------------------------------------------------------- cases
@@ -68,18 +69,34 @@ def test_bad_cases_say_what_is_accepted(args, message):
 
 
 # --------------------------------------------------------------------------- world, backend and shapes
-@pytest.mark.parametrize(("launched", "world_size"), [(None, WORLD_SIZE), (4, 4), (1, 1)])
-def test_world_size_is_the_launchers_else_two(monkeypatch, launched, world_size):
-    # None: the suite spawns its own ranks; else this process is a rank of a launcher's world.
-    monkeypatch.setattr("perf.workloads.data_parallel_ranks.launched_world_size", lambda: launched)
-    assert dp_world_size() == world_size
+def _ids(proc) -> list[str]:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [line.split("::")[1] for line in proc.stdout.splitlines() if "::" in line]
 
 
-def test_a_launched_world_of_one_rank_skips_the_benchmarks(monkeypatch):
-    monkeypatch.setattr("perf.workloads.data_parallel_ranks.launched_world_size", lambda: 1)
-    reason = "data parallel needs at least 2 ranks; the launcher started 1"
-    with pytest.raises(pytest.skip.Exception, match=reason):
-        _world()  # what every data-parallel benchmark asks first
+def test_the_world_sizes_are_the_runs_and_two_keeps_the_stored_names(tmp_path):
+    files = ("perf/test_data_parallel.py", "--collect-only", "--device=cpu")
+    both = _ids(_child_pytest(tmp_path, *files, "--world-sizes=2,4"))
+    pair = [i for i in both if "world" not in i]
+    four = [i for i in both if "-world4-" in i]
+    # Every case at each world size; 2 ranks under the names baselines stored before there were others.
+    assert len(pair) == len(four) == len(both) / 2 == 11
+    assert "test_data_parallel_step[tiny-torch_ddp]" in pair
+    assert [i.replace("-world4", "") for i in four] == pair
+    assert "test_data_parallel_bucketed[tiny-world4-bucket1.0]" in four
+    only_four = _ids(_child_pytest(tmp_path, *files, "--world-sizes=4"))
+    assert only_four == four
+    # The pr tier's cells name the variant, whatever the world: torch DDP and FSDP2 at 4 ranks too.
+    pr = _ids(_child_pytest(tmp_path, *files, "--tier=pr", "--world-sizes=4"))
+    assert (
+        "test_data_parallel_step[xl-world4-torch_ddp]" in pr
+        and "test_data_parallel_step[xl-world4-fsdp2]" in pr
+    )
+
+
+def test_a_world_of_one_rank_skips_the_benchmarks():
+    with pytest.raises(pytest.skip.Exception, match="data parallel needs at least 2 ranks; world size 1"):
+        _world(1)  # what every data-parallel benchmark asks first
     assert too_few_ranks(2) is None
 
 

@@ -123,6 +123,7 @@ def test_two_nodes_measure_across_all_ranks_and_only_rank_0_stores(tmp_path):
     }
     infos = {b["name"]: b["extra_info"] for b in result["benchmarks"]}
     assert "test_allreduce[gloo-world4-64KiB]" in infos
+    assert "test_data_parallel_step[tiny-world4-torch_ddp]" in infos  # the launcher's world in its id
     collectives = {x["collective"] for x in infos.values() if "collective" in x}
     assert collectives == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"}
     assert all(x["wrong_elements"] == 0 for x in infos.values() if "collective" in x)

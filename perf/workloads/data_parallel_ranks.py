@@ -1,5 +1,5 @@
-"""Data-parallel training steps (2 ranks, or the launcher's world): each wrapper of parallel/ddp.py
-against one GPU alone, torch's DistributedDataParallel and torch's FSDP2
+"""Data-parallel training steps at a world size of the run (perf/cases/data_parallel.py): each wrapper of
+parallel/ddp.py against one GPU alone, torch's DistributedDataParallel and torch's FSDP2
 (perf/workloads/data_parallel_steps.py builds the steps), with each rank's peak memory and training
 state; and the optimizer memory that ShardedOptimizer saves.
 
@@ -37,7 +37,6 @@ from perf.workloads.data_parallel_steps import (
     step_function,
 )
 from perf.workloads.lm import build_model, lm_config, random_batch
-from perf.workloads.rank_runs import launched_world_size
 from perf.workloads.rank_timing import (
     agreed_iterations,
     rank0_busy_time,
@@ -45,9 +44,6 @@ from perf.workloads.rank_timing import (
     timed_from_barrier,
 )
 
-# The figures are for 2 GPUs: one host's pair, the smallest data-parallel group. Under a launcher
-# (torchrun) the world is the launcher's: dp_world_size.
-WORLD_SIZE = 2
 # torch DDP's default bucket_cap_mb, recorded beside its results.
 TORCH_DDP_BUCKET_MB = 25.0
 # Per rank: the xl fp32 figures are for batch 2 and context 512 (about 32 GB per rank with AdamW and
@@ -143,18 +139,11 @@ def cases_for(bucket_sizes_mb: Iterable[float]) -> tuple[DPCase, ...]:
     return (*(DPCase(v) for v in VARIANTS), *(DPCase(BUCKETED, size) for size in bucket_sizes_mb))
 
 
-def dp_world_size() -> int:
-    """The ranks of the data-parallel benchmarks: the launcher's world when the suite runs under one
-    (perf.workloads.rank_runs.launched_world_size), else WORLD_SIZE."""
-    launched = launched_world_size()
-    return WORLD_SIZE if launched is None else launched
-
-
 def too_few_ranks(world_size: int) -> str | None:
-    """Why the data-parallel benchmarks cannot run in this world, or None: a launcher's world of one
-    rank has no peer to average with."""
+    """Why the data-parallel benchmarks cannot run in this world, or None: one rank has no peer to
+    average with."""
     if world_size < 2:
-        return f"data parallel needs at least 2 ranks; the launcher started {world_size}"
+        return f"data parallel needs at least 2 ranks; world size {world_size}"
     return None
 
 
