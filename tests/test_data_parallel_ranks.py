@@ -36,6 +36,7 @@ from perf.workloads.data_parallel_steps import (
     step_function,
 )
 from perf.workloads.lm import build_model, random_batch
+from tests.test_collective_runs import _ids
 from tests.test_harness import _child_pytest
 
 CPU = torch.device("cpu")
@@ -69,11 +70,6 @@ def test_bad_cases_say_what_is_accepted(args, message):
 
 
 # --------------------------------------------------------------------------- world, backend and shapes
-def _ids(proc) -> list[str]:
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [line.split("::")[1] for line in proc.stdout.splitlines() if "::" in line]
-
-
 def test_the_world_sizes_are_the_runs_and_two_keeps_the_stored_names(tmp_path):
     files = ("perf/test_data_parallel.py", "--collect-only", "--device=cpu")
     both = _ids(_child_pytest(tmp_path, *files, "--world-sizes=2,4"))
