@@ -45,8 +45,8 @@ pytestmark = pytest.mark.distributed
 MEMORY_TIMED_STEPS = 5
 
 
-def _world(world_size: int) -> tuple[int, str]:
-    """(world size, backend) of a run of `world_size` ranks, or a skip saying why there is none."""
+def _backend(world_size: int) -> str:
+    """The backend of a run of `world_size` ranks, or a skip saying why there is none."""
     reason = too_few_ranks(world_size)
     if reason is not None:
         pytest.skip(reason)
@@ -54,7 +54,7 @@ def _world(world_size: int) -> tuple[int, str]:
     backend = backend_for(gpus, world_size, launched=launched_world_size() is not None)
     if backend is None:
         pytest.skip(f"data parallel on GPUs needs {world_size}; {gpus} visible")
-    return world_size, backend
+    return backend
 
 
 def _measured(
@@ -95,8 +95,8 @@ def _steps(
     )
 
 
-def _record_step(bench, tier: Tier, preset: str, world: int, case: DPCase) -> None:
-    world_size, backend = _world(world)
+def _record_step(bench, tier: Tier, preset: str, world_size: int, case: DPCase) -> None:
+    backend = _backend(world_size)
     config = dp_config(preset, backend)  # an unknown preset fails here, before any rank starts
     # Every variant of a preset side by side, the bucket sizes among them, "single" the reference.
     bench.benchmark.group = f"data parallel {preset} fp32 world{world_size}"
@@ -161,10 +161,10 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, dp_world_si
     state_bytes_per_rank: parameters, gradients and AdamW's state after the timed steps, as the
     data-parallel step's results count them.
     """
-    world_size, backend = _world(dp_world_size)
+    backend = _backend(dp_world_size)
     config = dp_config(dp_preset, backend)
-    bench.benchmark.group = f"sharded optimizer {dp_preset} fp32 world{world_size}"
-    memory = _memory(world_size, backend, dp_preset)
+    bench.benchmark.group = f"sharded optimizer {dp_preset} fp32 world{dp_world_size}"
+    memory = _memory(dp_world_size, backend, dp_preset)
     measured, unsharded = memory[optimizer_kind], memory["adamw"]
     assert measured.optimizer_state_bytes > 0
     if optimizer_kind == "sharded_adamw":
@@ -172,12 +172,12 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, dp_world_si
         assert measured.optimizer_state_bytes < unsharded.optimizer_state_bytes
     bench.record_rounds(
         measured.step_s,
-        work=Work(tokens=world_size * config.batch_size * config.context_length),
+        work=Work(tokens=dp_world_size * config.batch_size * config.context_length),
         gpu=measured.gpu,
         suite=SHARDED_SUITE,
         optimizer_kind=optimizer_kind,
         preset=dp_preset,
-        world_size=world_size,
+        world_size=dp_world_size,
         backend=backend,
         batch_per_rank=config.batch_size,
         context=config.context_length,

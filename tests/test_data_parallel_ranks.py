@@ -9,7 +9,7 @@ from torch import nn
 
 from parallel.launch import run_ranks
 from perf.cases.data_parallel import OPTIMIZER_KINDS, PAIR, VARIANTS
-from perf.test_data_parallel import _world
+from perf.test_data_parallel import _backend
 from perf.workloads.data_parallel_ranks import (
     BATCH_PER_RANK,
     BUILD_S,
@@ -92,7 +92,7 @@ def test_the_world_sizes_are_the_runs_and_two_keeps_the_stored_names(tmp_path):
 
 def test_a_world_of_one_rank_skips_the_benchmarks():
     with pytest.raises(pytest.skip.Exception, match="data parallel needs at least 2 ranks; world size 1"):
-        _world(1)  # what every data-parallel benchmark asks first
+        _backend(1)  # what every data-parallel benchmark asks first
     assert too_few_ranks(2) is None
 
 
