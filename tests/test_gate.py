@@ -223,7 +223,7 @@ def test_a_baseline_of_other_world_sizes_is_not_comparable_and_never_fails(tmp_p
     assert code == 0
     lines = out.splitlines()
     start = lines.index(
-        "not comparable, other world sizes (this run measured world size(s) none on 1 GPU(s), the "
+        "not comparable, other world sizes (this run measured no distributed benchmark on 1 GPU(s), the "
         "baseline's machine had 2 GPU(s); listed, never failing):"
     )
     assert lines[start + 1 : start + 4] == [

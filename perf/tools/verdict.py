@@ -115,7 +115,8 @@ def _other_world_lines(found: dict[int, list[str]], baseline: Results, current: 
         return []
     ran = sorted(set(_world_sizes(current).values()))
     gpus = gpu_count(current)
-    here = f"this run measured world size(s) {', '.join(map(str, ran)) or 'none'}"
+    sizes = ", ".join(map(str, ran))
+    here = f"this run measured world size(s) {sizes}" if ran else "this run measured no distributed benchmark"
     here += f" on {gpus} GPU(s)" if gpus is not None else ""
     base_gpus = gpu_count(baseline)
     there = f", the baseline's machine had {base_gpus} GPU(s)" if base_gpus is not None else ""
