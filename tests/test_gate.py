@@ -100,17 +100,43 @@ def compare_files(tmp_path, capsys, base: dict, current: dict) -> tuple[int, str
     return run_gate(capsys, "--baseline", baseline, "--current", current_file)
 
 
+def short(name: str) -> str:
+    """How the verdict's rows show a node id of these tests: its test function and parameters, the
+    shortest ending no other benchmark shares (perf/tools/outcome.py's short_names)."""
+    return name.split("::")[-1]
+
+
+def rows_of(out: str, name: str) -> list[str]:
+    """The verdict's rows of one benchmark (as shown): those ending in its name, or those under it."""
+    lines = out.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        words = line.split()
+        if words and words[0] in ("gpu", "wall") and words[-1] == name:
+            found.append(line)
+        elif line == f"  {name}":
+            for row in lines[i + 1 :]:
+                if not row.startswith("    ") or row.split()[0] not in ("gpu", "wall"):
+                    break
+                found.append(row)
+    return found
+
+
 def section(out: str, title: str) -> list[str]:
-    """The rows (node ids) listed under a section of the report whose title starts with `title`."""
+    """The benchmarks listed under the section of the verdict whose title starts with `title`, as shown:
+    rows ending in a benchmark's name, names heading their rows (long names), or names one per line."""
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(title))
-    rows = []
+    inside = " " * (len(title) - len(title.lstrip()) + 2)  # a section's lines are indented deeper
+    names = []
     for line in lines[start + 1 :]:
-        if not line.startswith("  "):
+        if not line.startswith(inside):
             break
-        if "benchmark" not in line:  # the column header
-            rows.append(line.split()[-1])
-    return rows
+        words = line.split()
+        if words[0] == "figure" or (line.startswith(inside + "  ") and words[0] in ("gpu", "wall")):
+            continue  # the column header, or a row under its benchmark's name
+        names.append(words[-1])
+    return list(dict.fromkeys(names))  # a benchmark with two rows once
 
 
 # --------------------------------------------------------------------------- the rule
@@ -163,7 +189,10 @@ def test_unchanged_results_with_realistic_noise_pass(tmp_path, capsys, seed):
     current = {n: stats(m, rng.uniform(0.02, 0.03), seed=100 + i) for i, (n, m) in enumerate(moved.items())}
     code, out, err = compare_files(tmp_path, capsys, base, current)
     assert (code, err) == (0, "")
-    assert out.splitlines()[-1].startswith(f"PASS ({len(NAMES)} compared, 0 faster")
+    lines = out.splitlines()
+    assert lines[0] == lines[-1] == f"PASS: no regression, {len(NAMES)} benchmarks compared"
+    counts = "0 regressed, 0 did not persist, 0 host-bound slower, 0 clock moved, 0 faster, "
+    assert f"{len(NAMES)} compared: {counts}" in out
 
 
 def test_ten_percent_slowdown_with_two_percent_noise_fails_naming_only_it(tmp_path, capsys):
@@ -172,14 +201,16 @@ def test_ten_percent_slowdown_with_two_percent_noise_fails_naming_only_it(tmp_pa
     current = suite({slow: base[slow]["median"] * 1.10}, seed=50)
     code, out, _ = compare_files(tmp_path, capsys, base, current)
     assert code == 1
-    assert section(out, "regressions") == [slow]
-    assert [name for name in NAMES if name in out] == [slow]
-    assert out.splitlines()[-1].startswith("FAIL: 1 regression (")
-    row = next(line for line in out.splitlines() if slow in line)
-    figure, base_ms, current_ms, ratio, threshold, source, noise_ms = row.split()[:7]
+    assert section(out, "regressions") == [short(slow)]
+    assert [name for name in NAMES if short(name) in out] == [slow]
+    lines = out.splitlines()
+    assert lines[0] == lines[-1] == f"FAIL: 1 regression (1 in wall time), {len(NAMES)} benchmarks compared"
+    # The threshold it was judged at, and where that came from, once for the rows that share it.
+    assert "regressions (1): slower by more than 5.0% (--threshold) and the noise bound" in out
+    row = next(line for line in lines if line.endswith(short(slow)))
+    figure, base_ms, current_ms, ratio, noise_ms = row.split()[:5]
     base_ms, current_ms, ratio, noise_ms = map(float, (base_ms, current_ms, ratio, noise_ms))
     assert figure == "wall"  # the figure that regressed: these results have no GPU time
-    assert (threshold, source) == ("5.0%", "(--threshold)")  # judged at, and where that came from
     assert ratio == pytest.approx(1.10, abs=1e-3)
     assert current_ms - base_ms > noise_ms > 0
 
@@ -202,10 +233,23 @@ def test_improvements_new_and_missing_are_listed_and_do_not_fail(tmp_path, capsy
     current[added] = stats(0.02)
     code, out, _ = compare_files(tmp_path, capsys, base, current)
     assert code == 0
-    assert section(out, "improvements") == [faster]
-    assert section(out, "new") == [added]
-    assert section(out, "missing") == [gone]
-    assert out.splitlines()[-1].startswith(f"PASS ({len(NAMES) - 1} compared, 1 faster")
+    assert section(out, "improvements") == [short(faster)]
+    # Counted, named on request: the current file records no selection, so the one it lacks is missing.
+    assert "not compared: 1 new, 1 missing (--list new,missing names them)" in out.splitlines()
+    assert added not in out and gone not in out
+    assert out.splitlines()[-1] == f"PASS: no regression, {len(NAMES) - 1} benchmarks compared"
+    code, out, _ = run_gate(
+        capsys,
+        "--baseline",
+        tmp_path / "base.json",
+        "--current",
+        tmp_path / "current.json",
+        "--list",
+        "new,missing",
+    )
+    assert section(out, "  1 new: not in the baseline") == [added]
+    assert section(out, "  1 missing: not in the current file, which records no selection") == [gone]
+    assert "--list new,missing names them" not in out
 
 
 def _collective(world: int, size: str) -> str:
@@ -219,35 +263,33 @@ def test_a_baseline_of_other_world_sizes_is_not_comparable_and_never_fails(tmp_p
     extra = {name: {"world_size": 2} for name in two_gpu}
     baseline = write_results(tmp_path / "base.json", {**suite(), **two_gpu}, extra=extra, gpus=2)
     one_gpu = write_results(tmp_path / "one.json", suite())
-    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", one_gpu)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", one_gpu, "--list", "missing")
     assert code == 0
     lines = out.splitlines()
-    start = lines.index(
-        "not comparable, other world sizes (this run measured no distributed benchmark on 1 GPU(s), the "
-        "baseline's machine had 2 GPU(s); listed, never failing):"
-    )
-    assert lines[start + 1 : start + 4] == [
-        "  2 benchmark(s) of the baseline at world size 2",
+    assert "not compared: 2 at other world sizes" in lines
+    start = lines.index("  2 at other world sizes: not comparable, never failing")
+    assert lines[start + 1 : start + 5] == [
+        "    the baseline's at world size(s) 2, measured on 2 GPU(s)",
+        "    the current file: no distributed benchmark on 1 GPU(s)",
         *(f"    {name}" for name in sorted(two_gpu)),
     ]
-    assert "missing" not in out.split("not comparable")[1].split("PASS")[0]
-    assert "0 missing, 2 at other world sizes" in lines[-1] and lines[-1].startswith("PASS")
+    assert "missing" not in out.split("not compared:")[2] and lines[-1].startswith("PASS")
 
     # Four ranks under torchrun against the two-rank baseline: its own rows are new, the baseline's apart.
     four = {_collective(4, "1MiB"): stats(0.009)}
     torchrun = write_results(
         tmp_path / "four.json", {**suite(), **four}, extra={n: {"world_size": 4} for n in four}, gpus=4
     )
-    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", torchrun)
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", torchrun, "--list", "new")
     assert code == 0
-    assert "this run measured world size(s) 4 on 4 GPU(s)" in out
-    assert section(out, "new") == list(four)
+    assert "    the current file: world size(s) 4 on 4 GPU(s)" in out.splitlines()
+    assert section(out, "  1 new") == list(four)
     # The same world size in both is compared as usual, and a slowdown there fails.
     slower = {_collective(2, "1MiB"): stats(0.004 * 1.5)}
     same = write_results(tmp_path / "same.json", {**suite(), **slower}, extra=extra, gpus=2)
-    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", same)
-    assert code == 1 and section(out, "regressions") == list(slower)
-    assert "not comparable" not in out and section(out, "missing") == [_collective(2, "1GiB")]
+    code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", same, "--list", "missing")
+    assert code == 1 and section(out, "regressions") == [short(name) for name in slower]
+    assert "other world sizes" not in out and section(out, "  1 missing") == [_collective(2, "1GiB")]
 
 
 # --------------------------------------------------------------------------- host-bound benchmarks
@@ -278,9 +320,11 @@ def test_host_bound_slowdown_within_its_threshold_is_listed_and_a_gpu_bound_one_
     baseline, current, launch_bound, gpu_bound = host_bound_files(tmp_path, 0.95, 0.97)
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current)
     assert code == 1
-    assert section(out, "regressions") == [gpu_bound]
-    assert section(out, "host-bound, wall time slower by more than 5% but not 25%") == [launch_bound]
-    assert "1 host-bound slower" in out.splitlines()[-1]
+    assert section(out, "regressions") == [short(gpu_bound)]
+    # Listed with the threshold it was judged at, and where that came from.
+    title = "host-bound slower (1, never failing): wall time slower by more than 5% but within 25.0% "
+    assert section(out, title + "(--host-bound-threshold)") == [short(launch_bound)]
+    assert ", 1 host-bound slower, " in out.splitlines()[5]
 
 
 def test_host_bound_threshold_option_sets_their_threshold(tmp_path, capsys):
@@ -289,8 +333,11 @@ def test_host_bound_threshold_option_sets_their_threshold(tmp_path, capsys):
         capsys, "--baseline", baseline, "--current", current, "--host-bound-threshold", 0.1
     )
     assert code == 1
-    assert section(out, "regressions") == [launch_bound, gpu_bound]
-    assert "host-bound, wall time slower" not in out
+    assert section(out, "regressions") == [short(launch_bound), short(gpu_bound)]
+    assert "host-bound slower (" not in out
+    # Each row shows the threshold it was judged at: the host-bound one's is --host-bound-threshold's.
+    assert "10.0% (--host-bound-threshold)" in rows_of(out, short(launch_bound))[0]
+    assert "5.0% (--threshold)" in rows_of(out, short(gpu_bound))[0]
 
 
 def test_host_bound_slowdown_beyond_its_threshold_fails(tmp_path, capsys):
@@ -301,7 +348,8 @@ def test_host_bound_slowdown_beyond_its_threshold_fails(tmp_path, capsys):
     baseline = write_results(tmp_path / "base.json", base, extra=before)
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current)
     assert code == 1
-    assert section(out, "regressions") == [launch_bound]
+    assert section(out, "regressions") == [short(launch_bound)]
+    assert "slower by more than 25.0% (--host-bound-threshold) and the noise bound" in out
 
 
 def test_benchmark_that_became_host_bound_is_judged_as_gpu_bound(tmp_path, capsys):
@@ -309,7 +357,8 @@ def test_benchmark_that_became_host_bound_is_judged_as_gpu_bound(tmp_path, capsy
     baseline, current, launch_bound, gpu_bound = host_bound_files(tmp_path, 0.3, 0.97)
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current)
     assert code == 1
-    assert section(out, "regressions") == [launch_bound, gpu_bound]
+    assert section(out, "regressions") == [short(launch_bound), short(gpu_bound)]
+    assert "--host-bound-threshold)" not in out.split("regressions")[1]  # both judged at --threshold
 
 
 def test_host_bound_threshold_applies_to_re_measurements(tmp_path, capsys):
@@ -323,7 +372,7 @@ def test_host_bound_threshold_applies_to_re_measurements(tmp_path, capsys):
     )
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--host-bound-threshold", 0.2, runner=runner)
     assert code == 0
-    assert section(out, "did not persist") == [launch_bound]
+    assert section(out, "did not persist") == [short(launch_bound)]
 
 
 @pytest.mark.parametrize(
@@ -368,8 +417,8 @@ def test_suspect_that_vanishes_when_measured_again_does_not_persist(tmp_path, ca
     baseline = write_results(tmp_path / "base.json", base)
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--", "-k", "end_to_end", runner=runner)
     assert code == 0
-    assert section(out, "did not persist") == [slow]
-    assert "regressions" not in out
+    assert section(out, "did not persist") == [short(slow)]
+    assert "regressions (" not in out
     # perf/ first; then only the suspect, with the same options; no second re-measurement once it is gone
     assert runner.calls == [["perf/", "-k", "end_to_end"], [slow, "-k", "end_to_end"]]
 
@@ -384,8 +433,9 @@ def test_suspect_that_stays_in_every_re_measurement_is_a_regression(tmp_path, ca
     baseline = write_results(tmp_path / "base.json", base)
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--remeasure", 2, runner=runner)
     assert code == 1
-    assert section(out, "regressions") == [slow]
-    assert section(out, "did not persist") == [flaky]
+    title = "regressions (1): slower by more than 5.0% (--threshold) and the noise bound, in each of 2 "
+    assert section(out, title) == [short(slow)]
+    assert section(out, "did not persist") == [short(flaky)]
     assert [call[:1] for call in runner.calls] == [["perf/"], [slow], [slow]]
     assert sorted(runner.calls[1]) == sorted([slow, flaky])
 
@@ -405,7 +455,8 @@ def test_without_re_measurement_every_suspect_is_a_regression(tmp_path, capsys):
     baseline = write_results(tmp_path / "base.json", base)
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--remeasure", 0, runner=runner)
     assert (code, len(runner.calls)) == (1, 1)
-    assert section(out, "regressions") == [slow]
+    title = "regressions (1): slower by more than 5.0% (--threshold) and the noise bound, not measured again:"
+    assert section(out, title) == [short(slow)]
 
 
 def test_default_baseline_is_the_newest_of_this_machine(tmp_path, capsys):
@@ -419,7 +470,7 @@ def test_default_baseline_is_the_newest_of_this_machine(tmp_path, capsys):
     current = write_results(tmp_path / "current.json", suite())
     code, out, _ = run_gate(capsys, "--current", current, baselines_dir=tmp_path)
     assert code == 0
-    assert out.splitlines()[0] == f"baseline: {newest} ({H100})"
+    assert out.splitlines()[1] == f"baseline: {newest}"
 
 
 # --------------------------------------------------------------------------- refusals: exit 2
@@ -546,10 +597,10 @@ def test_failed_re_measurement_is_refused(capsys, files):
 
     def failing_second_run(args, json_path):
         code = runner(args, json_path)
-        return code if len(runner.calls) == 1 else 2
+        return code if len(runner.calls) == 1 else 1  # a test failed (2 would be an interrupt)
 
     err = refused(capsys, "--baseline", files["base"], runner=failing_second_run)
-    assert f"`pytest {slow}` failed with exit code 2" in err
+    assert f"`pytest {slow}` failed with exit code 1" in err
 
 
 # --------------------------------------------------------------------------- the module entry point
@@ -560,7 +611,7 @@ def test_module_entry_point_exit_codes(tmp_path, files):
     command = [sys.executable, "-m", "perf.tools.gate", "--baseline", str(files["base"]), "--current"]
     failed = subprocess.run([*command, str(slower)], cwd=ROOT, capture_output=True, text=True, check=False)
     assert failed.returncode == 1, failed.stderr
-    assert "FAIL: 1 regression" in failed.stdout and slow in failed.stdout
+    assert "FAIL: 1 regression" in failed.stdout and short(slow) in failed.stdout
     truncated = tmp_path / "truncated.json"
     truncated.write_text('{"benchmarks": [')
     refusal = subprocess.run(

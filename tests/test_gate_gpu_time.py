@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from perf.tools.regression_rule import GPU, WALL, Timing, gpu_timing, overall, verdicts
-from tests.test_gate import NAMES, FakeRunner, run_gate, section, suite, write_results
+from tests.test_gate import NAMES, FakeRunner, rows_of, run_gate, section, short, suite, write_results
 
 HOST_BOUND = NAMES[0]
 
@@ -35,15 +35,13 @@ def files(tmp_path, base: dict, base_extra: dict | None, current: dict, current_
 
 
 def regression_rows(out: str) -> list[tuple[str, str]]:
-    """(figure, node id) of each row under 'regressions'."""
-    lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("regressions"))
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("  "):
-            break
-        rows.append((line.split()[0], line.split()[-1]))
-    return rows
+    """(figure, benchmark as shown) of each row under 'regressions' whose verdict is the section's."""
+    return [
+        (row.split()[0], name)
+        for name in section(out, "regressions")
+        for row in rows_of(out, name)
+        if "faster" not in row.split()
+    ]
 
 
 # --------------------------------------------------------------------------- the rule
@@ -92,7 +90,11 @@ def test_host_bound_step_with_ten_percent_more_gpu_work_fails_on_gpu_time(tmp_pa
     this run) while its GPU does 10% more work."""
     code, out = host_bound_gate(tmp_path, capsys, wall_ratio=0.9, gpu_ms_after=4.4)
     assert code == 1
-    assert regression_rows(out) == [(GPU, HOST_BOUND)]
+    assert regression_rows(out) == [(GPU, short(HOST_BOUND))]
+    # One benchmark, in one section: its faster wall time is shown beside the GPU time that failed.
+    wall = next(row for row in rows_of(out, short(HOST_BOUND)) if row.split()[0] == WALL)
+    assert wall.split()[-2:] == ["faster", short(HOST_BOUND)]
+    assert "improvements" not in out and ", 0 faster, " in out
     assert out.splitlines()[-1].startswith("FAIL: 1 regression (1 in gpu time)")
     assert "without GPU time to compare" not in out
 
@@ -100,7 +102,7 @@ def test_host_bound_step_with_ten_percent_more_gpu_work_fails_on_gpu_time(tmp_pa
 def test_same_gpu_time_with_a_wall_time_within_the_host_bound_threshold_passes(tmp_path, capsys):
     code, out = host_bound_gate(tmp_path, capsys, wall_ratio=1.2, gpu_ms_after=4.01)
     assert code == 0
-    assert section(out, "host-bound, wall time slower") == [HOST_BOUND]
+    assert section(out, "host-bound slower") == [short(HOST_BOUND)]
 
 
 def test_gpu_time_within_its_own_spread_passes(tmp_path, capsys):
@@ -118,8 +120,8 @@ def test_faster_gpu_time_is_an_improvement(tmp_path, capsys):
     )
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current_file)
     assert code == 0
-    assert section(out, "improvements") == [NAMES[2]]
-    assert any(line.split()[:1] == ["gpu"] and NAMES[2] in line for line in out.splitlines())
+    assert section(out, "improvements") == [short(NAMES[2])]
+    assert [row.split()[0] for row in rows_of(out, short(NAMES[2]))] == [GPU]
 
 
 def test_baseline_without_gpu_time_falls_back_to_wall_time_and_says_so(tmp_path, capsys):
@@ -129,11 +131,10 @@ def test_baseline_without_gpu_time_falls_back_to_wall_time_and_says_so(tmp_path,
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current_file)
     assert code == 0
     lines = out.splitlines()
-    heading = lines.index(
-        f"judged on wall time alone, {len(NAMES)} benchmark(s) without GPU time to compare:"
-    )
+    heading = lines.index(f"judged on wall time alone ({len(NAMES)}, without GPU time to compare on a side):")
     assert lines[heading + 1].startswith(f"  {len(NAMES)}: the baseline has no GPU time: no gpu_ms")
-    assert f"{len(NAMES)} without GPU time" in lines[-1]
+    assert lines[heading + 2] == lines[-1]  # a reason shared by every benchmark: counted, not listed
+    assert f"judged on wall time alone: {len(NAMES)}, without GPU time on a side (why: below)" in lines
 
 
 def test_run_without_gpu_time_lists_the_benchmarks_and_the_reason(tmp_path, capsys):
@@ -160,8 +161,8 @@ def test_gpu_suspect_is_re_measured_on_its_gpu_time(tmp_path, capsys):
     runner = FakeRunner((suite(seed=1), first), (suite(seed=2), again), (suite(seed=3), again))
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--remeasure", 2, runner=runner)
     assert code == 1
-    assert regression_rows(out) == [(GPU, slow)]
-    assert section(out, "did not persist") == [flaky]
+    assert regression_rows(out) == [(GPU, short(slow))]
+    assert section(out, "did not persist") == [short(flaky)]
     assert [call[:1] for call in runner.calls] == [["perf/"], [slow], [slow]]
 
 
@@ -175,4 +176,4 @@ def test_gpu_suspect_without_gpu_time_when_re_measured_stays_a_suspect(tmp_path,
     )
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--remeasure", 1, runner=runner)
     assert code == 1  # a gate does not pass because a figure went missing
-    assert regression_rows(out) == [(GPU, slow)]
+    assert regression_rows(out) == [(GPU, short(slow))]

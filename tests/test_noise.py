@@ -11,7 +11,7 @@ import pytest
 
 from perf.tools import noise
 from perf.tools.noise import GPU_FLOOR, K_MAX, choose_k, load_noise, spread
-from tests.test_gate import H100, NAMES, run_gate, section, stats, write_results
+from tests.test_gate import H100, NAMES, rows_of, run_gate, section, short, stats, write_results
 
 STEADY, NOISY = NAMES[0], NAMES[1]
 
@@ -45,6 +45,11 @@ def noise_runs(tmp_path, wobble: dict[str, float]) -> list[str]:
         ms = {n: m * (1 + sign * wobble.get(n, 0.001)) for n, m in base_ms().items()}
         files.append(result(tmp_path, f"run{r}.json", ms))
     return files
+
+
+def on_h100(device: str) -> str:
+    """The processor a run here would be recorded on, as if this machine had the H100 of the runs."""
+    return H100
 
 
 class CopyRunner:
@@ -106,7 +111,9 @@ def test_noise_runs_the_selection_n_times_and_writes_whole(tmp_path, capsys):
     runs = noise_runs(tmp_path, {})
     runner = CopyRunner(runs)
     out = tmp_path / "gpu" / "noise.json"
-    code = noise.main(["--runs", "3", "--out", str(out), "--", "--tier", "pr"], runner=runner)
+    code = noise.main(
+        ["--runs", "3", "--out", str(out), "--", "--tier", "pr"], runner=runner, machine=on_h100
+    )
     assert code == 0 and len(runner.calls) == 3
     assert all(call[:3] == ["perf/", "--tier", "pr"] for call in runner.calls)
     printed = capsys.readouterr().out
@@ -124,7 +131,7 @@ def test_noise_runs_the_selection_n_times_and_writes_whole(tmp_path, capsys):
 )
 def test_bad_options_write_nothing(tmp_path, capsys, argv, message):
     out = tmp_path / "noise.json"
-    assert noise.main([*argv, "--out", str(out)], runner=CopyRunner([])) == 2
+    assert noise.main([*argv, "--out", str(out)], runner=CopyRunner([]), machine=on_h100) == 2
     assert message in capsys.readouterr().err and not out.exists()
 
 
@@ -140,8 +147,39 @@ def test_runs_of_two_gpus_are_refused_and_an_existing_file_stays(tmp_path, capsy
 def test_a_failed_run_writes_nothing(tmp_path, capsys):
     out = tmp_path / "noise.json"
     runner = CopyRunner(noise_runs(tmp_path, {}), codes=(0, 1))
-    assert noise.main(["--out", str(out)], runner=runner) == 2
+    assert noise.main(["--out", str(out)], runner=runner, machine=on_h100) == 2
     assert "failed with exit code 1" in capsys.readouterr().err and not out.exists()
+
+
+def test_without_a_gpu_it_refuses_in_one_line_and_runs_nothing(tmp_path, capsys):
+    out, runner = tmp_path / "noise.json", CopyRunner([])
+    code = noise.main(["--out", str(out)], runner=runner, machine=lambda device: "the CPU (Xeon)")
+    err = capsys.readouterr().err
+    assert code == 2 and runner.calls == [] and not out.exists()
+    assert err.count("\n") == 1 and "no CUDA GPU in use (the CPU (Xeon))" in err
+
+
+def test_runs_without_gpu_time_write_no_noise_file(tmp_path, capsys):
+    out = tmp_path / "noise.json"
+    files = [
+        str(write_results(tmp_path / f"cpu{i}.json", {NAMES[0]: stats(0.01, 0.02, seed=i)})) for i in range(3)
+    ]
+    assert noise.main(["--from", *files, "--out", str(out)]) == 2
+    assert "no benchmark has GPU time in every run" in capsys.readouterr().err and not out.exists()
+
+
+def test_an_interrupted_run_ends_in_one_line_naming_the_partial_results(tmp_path, capsys):
+    out, keep = tmp_path / "noise.json", tmp_path / "runs"
+
+    def interrupted(args, json_path) -> int:  # pytest stopped by Ctrl-C: its partial results, exit code 2
+        shutil.copyfile(noise_runs(tmp_path, {})[0], json_path.with_name(f"{json_path.stem}.partial.json"))
+        return 2
+
+    code = noise.main(["--keep", str(keep), "--out", str(out)], runner=interrupted, machine=on_h100)
+    err = capsys.readouterr().err
+    assert code == 130 and err.count("\n") == 1 and not out.exists()
+    assert f"was interrupted; its partial results are in {keep / 'run1.partial.json'}" in err
+    assert (keep / "run1.partial.json").is_file() and not (keep / "run1.json").exists()
 
 
 # --------------------------------------------------------------------------- the gate with it
@@ -156,9 +194,9 @@ def test_a_small_gpu_slowdown_fails_at_its_own_threshold_and_passes_without_a_no
     current = result(tmp_path, "current.json", slower({STEADY: 1.03, NOISY: 1.03}))
     code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", out)
     assert code == 1, output
-    assert section(output, "regressions") == [STEADY]  # 3% beyond the floor; NOISY's spread is 4%
-    row = next(line for line in output.splitlines() if line.endswith(STEADY) and line.startswith("  gpu"))
-    assert "1.5% (floor)" in row
+    assert section(output, "regressions") == [short(STEADY)]  # 3% beyond the floor; NOISY's spread is 4%
+    assert "regressions (1): slower by more than 1.5% (floor) and the noise bound" in output
+    assert [row.split()[0] for row in rows_of(output, short(STEADY))] == ["gpu"]
     assert f"noise: {out} (3 runs" in output
     code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", "off")
     assert code == 0 and "GPU time judged at --threshold 5%" in output
@@ -226,7 +264,7 @@ def test_a_slowdown_the_clock_explains_is_listed_not_failed(tmp_path, capsys):
         capsys, "--baseline", base, "--current", current, "--noise", "off", "--threshold", "0.02"
     )
     assert code == 0, output
-    assert section(output, "clock moved") == [STEADY]
+    assert section(output, "clock moved") == [short(STEADY)]
     assert "1980->1890" in output
 
 
@@ -237,7 +275,7 @@ def test_a_slowdown_beyond_what_the_clock_explains_still_fails_with_the_clock_be
         capsys, "--baseline", base, "--current", current, "--noise", "off", "--threshold", "0.02"
     )
     assert code == 1
-    row = next(line for line in output.splitlines() if line.startswith("  gpu") and line.endswith(STEADY))
+    row = next(row for row in rows_of(output, short(STEADY)) if row.split()[0] == "gpu")
     assert "1980->1880" in row
     assert "1 GPU-time regression(s) ran at a lower SM clock" in output
 
@@ -279,7 +317,7 @@ def test_a_regression_names_the_kernels_that_changed(tmp_path, capsys):
     )
     assert code == 1
     explained = output[output.index("what changed inside") :]
-    assert STEADY in explained and "sin_kernel_cuda" in explained and "+310" in explained
+    assert short(STEADY) in explained and "sin_kernel_cuda" in explained and "+310" in explained
     assert "nvjet" not in explained  # unchanged kernels are left out
 
 
@@ -292,7 +330,9 @@ def test_without_kernel_tables_the_gate_says_why_there_is_no_breakdown(tmp_path,
         capsys, "--baseline", base, "--current", current, "--noise", "off", "--threshold", "0.02"
     )
     assert code == 1
-    assert f"no kernel breakdown for {STEADY}: the baseline has no kernel table" in output
+    lines = output.splitlines()
+    reason = next(i for i, line in enumerate(lines) if line.startswith("  1 without a kernel breakdown: "))
+    assert "the baseline has no kernel table" in lines[reason] and lines[reason + 1] == f"    {short(STEADY)}"
 
 
 # --------------------------------------------------------------------------- a narrower selection
@@ -304,7 +344,9 @@ def test_benchmarks_outside_the_runs_selection_are_counted_and_selected_ones_lis
     data = json.loads(current.read_text())
     data["perf"] = {"tier": "pr", "selected": [n for n in NAMES if n != NAMES[3]]}  # NAMES[2] skipped
     current.write_text(json.dumps(data))
-    code, output, _ = run_gate(capsys, "--baseline", base, "--current", current, "--noise", "off")
+    code, output, _ = run_gate(
+        capsys, "--baseline", base, "--current", current, "--noise", "off", "--list", "missing"
+    )
     assert code == 0
-    assert section(output, "missing (selected by this run") == [NAMES[2]]
-    assert "1 benchmark(s) of the baseline outside this run's selection: not compared" in output
+    assert section(output, "  1 missing: selected by the current file, no result") == [NAMES[2]]
+    assert section(output, "  1 outside the current file's selection") == [NAMES[3]]

@@ -16,7 +16,7 @@ import torch
 from perf.cases.attention import SWEEPS
 from perf.tools import report
 from perf.tools.report import figures
-from perf.tools.report.render import Code, Table, html_page, markdown
+from perf.tools.report.render import Code, Link, Table, html_page, markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = "NVIDIA H100 80GB HBM3"
@@ -320,6 +320,14 @@ def test_renderers_escape_text_and_code():
     assert "| ``a\\|b`c`` | 1\\*2\\_ |" in markdown(blocks)
     assert '<td><code>a|b`c</code></td><td class="num">1*2_</td>' in html_page("<t>", blocks)
     assert "<title>&lt;t&gt;</title>" in html_page("<t>", blocks)
+    link = [Link("Kept *here*: ", "the run's [artifacts]", "https://x.test/runs/1?a=<b>")]
+    assert (
+        markdown(link) == "Kept \\*here\\*: [the run's \\[artifacts\\]](<https://x.test/runs/1?a=%3Cb%3E>)\n"
+    )
+    assert (
+        '<p>Kept *here*: <a href="https://x.test/runs/1?a=&lt;b&gt;">the run&#x27;s [artifacts]</a></p>'
+        in (html_page("t", link))
+    )
 
 
 # --------------------------------------------------------------------------- against a baseline
@@ -350,8 +358,8 @@ def test_baseline_table_shows_medians_ratio_and_verdict(tmp_path, capsys):
         "| `test_matmul.py::test_matmul[n512-fp32]` | 10 | 8 | 0.800 | - | - | - | faster (wall) |",
     ]
     assert (
-        "4 benchmarks in both runs: 1 slower, 1 faster, 1 unchanged, 1 host-bound slower; 1 new, 0 missing"
-        in md
+        "4 benchmarks in both runs: 1 slower, 1 faster, 1 unchanged, 1 host-bound slower, 0 clock moved; "
+        "not compared: 1 new; 4 judged on wall time alone" in md
     )
     new = lines[lines.index("### New (not in the baseline)") :]
     assert "| `test_matmul.py::test_matmul[n2048-fp32]` |" in new

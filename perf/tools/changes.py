@@ -45,6 +45,13 @@ class Rule:
         limit = self.limit(name, figure).value
         return judge_figure(figure, baseline, current, limit, self.z, self.host_threshold)
 
+    def judged_at(self, name: str, figure: str, baseline: Timing, verdict: str) -> Threshold:
+        """The threshold `verdict` was reached at: a slowdown of a wall time host-bound in the baseline is
+        judged at the host-bound threshold (regression_rule.judge); everything else at `limit`."""
+        if figure == WALL and baseline.host_bound and verdict in ("slower", HOST_BOUND_SLOWER):
+            return Threshold(self.host_threshold, "--host-bound-threshold")
+        return self.limit(name, figure)
+
 
 @dataclass(frozen=True)
 class Change:
@@ -97,7 +104,7 @@ def compare(baseline: Results, current: Results, rule: Rule) -> Comparison:
             verdict = rule.judge(name, figure, before[figure], after[figure])
             if verdict in found:
                 bound = noise_bound(before[figure], after[figure], rule.z)
-                threshold = rule.limit(name, figure)
+                threshold = rule.judged_at(name, figure, before[figure], verdict)
                 found[verdict].append(
                     Change(name, before[figure], after[figure], bound, (), figure, threshold)
                 )

@@ -16,9 +16,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perf.storage import BASELINES
+from perf.storage import BASELINES, write_whole
 from perf.tools.changes import Rule, compare, confirm
 from perf.tools.noise import gpu_thresholds
+from perf.tools.outcome import LISTS, classify, describe
 from perf.tools.regression_rule import HOST_BOUND_SHARE, HOST_BOUND_THRESHOLD, THRESHOLD, Z
 from perf.tools.results import (
     GateError,
@@ -29,8 +30,17 @@ from perf.tools.results import (
     this_machine,
     this_machine_slug,
 )
-from perf.tools.runs import Runner, is_selection, measure, run_pytest, with_selection
+from perf.tools.runs import (
+    Runner,
+    is_selection,
+    measure,
+    pytest_device,
+    run_pytest,
+    tool_main,
+    with_selection,
+)
 from perf.tools.verdict import report
+from perf.tools.verdict_markdown import summary
 
 
 # --------------------------------------------------------------------------- command line
@@ -91,7 +101,37 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--remeasure", type=int, metavar="N", default=2, help="times a suspect is measured again, >= 0 (2)"
     )
+    parser.add_argument(
+        "--list",
+        metavar="KINDS",
+        default="",
+        help=f"comma-separated, of {', '.join(LISTS)}: name those benchmarks one by one (by default they are "
+        "counted): new ones, the baseline's not compared, those judged on wall time alone",
+    )
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="FILE",
+        help="also write the verdict in Markdown here, for GitHub's job summary: the decision, both runs, "
+        "each regression with its kernels",
+    )
+    parser.add_argument(
+        "--link",
+        metavar="URL",
+        help="where the kept verdict, results and report are (a CI run's artifacts), linked from --markdown",
+    )
     return parser
+
+
+def _listing(value: str) -> frozenset[str]:
+    kinds = [kind.strip() for kind in value.split(",") if kind.strip()]
+    unknown = [kind for kind in kinds if kind not in LISTS]
+    if unknown:
+        raise GateError(
+            f"--list {value}: {unknown[0]!r} is not a kind; accepted is a comma-separated list of "
+            f"{', '.join(LISTS)}, e.g. --list new,missing"
+        )
+    return frozenset(kinds)
 
 
 def _options(argv: Sequence[str]) -> argparse.Namespace:
@@ -110,6 +150,11 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
         raise GateError(f"--z {options.z:g}: accepted is a positive number of standard errors, e.g. 3")
     if options.remeasure < 0:
         raise GateError(f"--remeasure {options.remeasure}: accepted is an integer >= 0")
+    options.listing = _listing(options.list)
+    if options.markdown is not None and options.markdown.is_dir():
+        raise GateError(f"--markdown {options.markdown}: a folder; give the file to write the summary to")
+    if options.link is not None and options.markdown is None:
+        raise GateError("--link URL goes into the Markdown summary; give --markdown FILE too")
     if options.current is not None and options.save is not None:
         raise GateError("--save keeps the results of the gate's own run; with --current there is none")
     missing = [a for a in options.pytest_args if a.startswith("perf/") and not is_selection(a)]
@@ -122,16 +167,6 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
             "pytest arguments after -- need a run of the gate's own; leave them out with --current"
         )
     return options
-
-
-def pytest_device(args: Sequence[str]) -> str:
-    """--device's value among pytest arguments ('auto' where it is not there)."""
-    for i, arg in enumerate(args):
-        if arg == "--device" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--device="):
-            return arg.removeprefix("--device=")
-    return "auto"
 
 
 def _judge(
@@ -164,13 +199,21 @@ def _judge(
             return measure(runner, [*names, *flags], "re-measurement")
 
         regressions, not_persisted = confirm(comparison.suspects, remeasure, options.remeasure, rule)
-    print(f"baseline: {baseline.path} ({baseline.machine})")
-    print(f"current:  {options.current or 'this run'} ({current.machine})")
-    print(
-        "\n".join(
-            report(comparison, regressions, not_persisted, rule, baseline, current, thresholds.summary())
-        )
-    )
+    own_run = options.current is None
+    remeasured = options.remeasure if own_run and comparison.suspects else 0
+    outcome = classify(comparison, regressions, not_persisted, baseline, current, own_run, remeasured)
+    here = "this run" + (f" (kept in {options.save})" if options.save else "")
+    sides = (describe(baseline, str(baseline.path)), describe(current, str(options.current or here)))
+    notes = thresholds.summary()
+    print("\n".join(report(outcome, rule, baseline, current, sides, notes, options.listing)))
+    if options.markdown is not None:
+        text = summary(outcome, rule, baseline, current, sides, notes, options.link)
+        try:
+            write_whole(options.markdown, text.encode())
+        except OSError as err:
+            raise GateError(
+                f"--markdown {options.markdown}: cannot be written ({err.strerror or err})"
+            ) from None
     return 1 if regressions else 0
 
 
@@ -181,14 +224,14 @@ def main(
     baselines_dir: Path = BASELINES,
     machine: Callable[[str], str] = this_machine,
 ) -> int:
-    """The command line; returns the exit code (0 pass, 1 regression, 2 no verdict). `machine` names
-    the processor a run here on a --device would be recorded on."""
-    try:
+    """The command line; returns the exit code (0 pass, 1 regression, 2 no verdict, 130 interrupted).
+    `machine` names the processor a run here on a --device would be recorded on."""
+
+    def judge() -> int:
         options = _options(sys.argv[1:] if argv is None else argv)
         return _judge(options, runner, baselines_dir, machine)
-    except GateError as err:
-        print(f"perf.tools.gate: error: {err}", file=sys.stderr)
-        return 2
+
+    return tool_main("perf.tools.gate", judge)
 
 
 if __name__ == "__main__":

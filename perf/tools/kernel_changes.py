@@ -196,24 +196,33 @@ def explanation_rows(
     return found if isinstance(found, str) else [_cells(change) for change in found]
 
 
+def busy_time(baseline_info: object, current_info: object) -> str:
+    """Both runs' GPU busy time per call and its change, e.g. 'GPU busy time 0.133 -> 0.193 ms per call
+    (+45.1%)'."""
+    base_ms, current_ms = (_gpu_ms(info) for info in (baseline_info, current_info))
+    share = f" ({current_ms / base_ms - 1:+.1%})" if base_ms and current_ms else ""
+    return f"GPU busy time {_ms(base_ms)} -> {_ms(current_ms)} ms per call{share}"
+
+
 def explanation_lines(
-    name: str, baseline_info: object, current_info: object, limit: int = LIMIT
+    name: str, baseline_info: object, current_info: object, limit: int = LIMIT, width: int | None = None
 ) -> list[str]:
     """Lines for the gate's terminal output: a heading naming the benchmark and its GPU ms per call, base
     -> current, then the kernels that changed most in a fixed-width table; or a single line saying why
-    there is no breakdown."""
+    there is no breakdown. A heading longer than `width` puts the GPU time on a line of its own."""
     rows = explanation_rows(baseline_info, current_info, limit)
     if isinstance(rows, str):
         return [f"no kernel breakdown for {name}: {rows}"]
-    base_ms, current_ms = (_gpu_ms(info) for info in (baseline_info, current_info))
-    share = f" ({current_ms / base_ms - 1:+.1%})" if base_ms and current_ms else ""
-    lines = [f"kernels of {name}: GPU busy time {_ms(base_ms)} -> {_ms(current_ms)} ms per call{share}"]
+    busy = busy_time(baseline_info, current_info)
+    lines = [f"kernels of {name}: {busy}"]
+    if width is not None and len(lines[0]) > width:
+        lines = [f"kernels of {name}:", f"    {busy}"]
     if not rows:
         lines.append(f"    no kernel changed by {UNCHANGED_SHARE:.1%} of its time or more, nor in launches")
         return lines
 
     def line(cells: list[str] | tuple[str, ...]) -> str:
-        numbers = "  ".join(cell.rjust(width) for cell, width in zip(cells, WIDTHS, strict=False))
+        numbers = "  ".join(cell.rjust(w) for cell, w in zip(cells, WIDTHS, strict=False))
         return f"    {numbers}  {cells[-1]}"
 
     lines += [line(HEADER), *(line(cells) for cells in rows)]

@@ -1,5 +1,7 @@
 """The report's part against a baseline: every benchmark of both runs judged by the gate's rule on its
-wall time and its GPU busy time, as a table and a plot of the ratios."""
+wall time and its GPU busy time (perf/tools/changes.py, the noise file's GPU-time thresholds included) and
+put in one category by the gate's own classification (perf/tools/outcome.py), so that the report and the
+gate count the same pair of files alike; as a table and a plot of the ratios."""
 
 from __future__ import annotations
 
@@ -8,35 +10,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perf.tools.changes import gpu_missing_reason
+from perf.tools import changes
+from perf.tools.changes import Rule, gpu_missing_reason
 from perf.tools.kernel_changes import HEADER as KERNEL_HEADER
 from perf.tools.kernel_changes import explanation_rows
-from perf.tools.regression_rule import (
-    CLOCK_MOVED,
-    GPU,
-    HOST_BOUND_SHARE,
-    HOST_BOUND_SLOWER,
-    HOST_BOUND_THRESHOLD,
-    WALL,
-    Timing,
-    overall,
-    verdicts,
-)
+from perf.tools.outcome import FASTER, SLOWER, UNCHANGED, Outcome, classify
+from perf.tools.regression_rule import CLOCK_MOVED, GPU, HOST_BOUND_SHARE, HOST_BOUND_SLOWER, WALL, Timing
 from perf.tools.report.figures import Plot, finish_figure, new_figure
 from perf.tools.report.render import Block, Code, Heading, Image, Paragraph, Table
 from perf.tools.results import Results
+from perf.tools.verdict import extra_infos, not_compared, not_compared_counts
 
-VERDICTS = (
-    "slower",
-    "faster",
-    "unchanged",
-    HOST_BOUND_SLOWER,
-    CLOCK_MOVED,
-)  # the words `overall` starts with
 # The ratio plot shows at most this many benchmarks: the slowest and the fastest half each.
 MAX_RATIO_ROWS = 60
 RATIO_TICKS = (0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10)
-VERDICT_COLORS = {"slower": "tab:red", "faster": "tab:green", "unchanged": "0.6"}
+VERDICT_COLORS = {SLOWER: "tab:red", FASTER: "tab:green", UNCHANGED: "0.6"}
 COLUMNS = ("benchmark", "baseline ms", "current ms", "ratio", "base GPU ms", "GPU ms", "GPU ratio", "verdict")
 
 
@@ -45,7 +33,8 @@ class Compared:
     name: str  # node id
     baseline: dict[str, Timing]  # per figure: 'wall' always, 'gpu' where recorded
     current: dict[str, Timing]
-    verdicts: dict[str, str]  # per figure both runs have: regression_rule.judge_figure's word
+    verdicts: dict[str, str]  # per figure both runs have: its verdict (outcome's words) or 'unchanged'
+    category: str  # the benchmark's one category (outcome.PRECEDENCE), or 'unchanged'
     gpu_missing: str | None  # why the GPU times were not compared; None when they were
     # The benchmark's extra_info in each run: its kernel tables explain a change.
     infos: tuple[Any, Any] = (None, None)
@@ -57,44 +46,47 @@ class Compared:
 
     @property
     def verdict(self) -> str:
-        """'slower (gpu)', 'host-bound slower (wall)', 'unchanged', ..."""
-        return overall(self.verdicts)
+        """'slower (gpu)', 'host-bound slower (wall)', 'unchanged', ...: the category and its figures."""
+        figures = [figure for figure, word in self.verdicts.items() if word == self.category]
+        return f"{self.category} ({', '.join(figures)})" if self.category != UNCHANGED else UNCHANGED
 
     @property
     def word(self) -> str:
-        """The verdict without its figures: one of VERDICTS, the HTML row's class."""
-        return next(word for word in VERDICTS if self.verdict.startswith(word))
+        """The category, the HTML row's class."""
+        return self.category
 
 
 @dataclass(frozen=True)
 class Comparison:
     rows: list[Compared]  # the largest ratio of either figure (the slowest) first
-    new: list[str]  # in the result only
-    missing: list[str]  # in the baseline only
+    outcome: Outcome  # the counts, new and missing benchmarks, as the gate has them
+    rule: Rule
+    notes: list[str]  # which GPU-time thresholds applied (perf/tools/noise.py)
 
 
-def compare(baseline: Results, current: Results, threshold: float, z: float) -> Comparison:
-    """Every benchmark of both runs, judged by the gate's rule (threshold and the runs' own noise)."""
+def compare(baseline: Results, current: Results, rule: Rule, notes: Sequence[str] = ()) -> Comparison:
+    """Every benchmark of both runs, judged and counted as the gate judges and counts them on two stored
+    files (--current): every suspect a regression, as nothing is measured again."""
+    found = changes.compare(baseline, current, rule)
+    outcome = classify(found, found.suspects, [], baseline, current, own_run=False)
+    words, categories = {}, {}
+    for entries in outcome.moved.values():
+        for entry in entries:
+            categories[entry.name] = entry.category
+            words |= {(entry.name, change.figure): word for word, change in entry.changes}
+    before, after = extra_infos(baseline), extra_infos(current)
     rows = []
     for name in current.timings:
         if name in baseline.timings:
-            before, after = baseline.figures(name), current.figures(name)
-            found = verdicts(before, after, threshold, z)
+            old, new = baseline.figures(name), current.figures(name)
+            verdicts = {f: words.get((name, f), UNCHANGED) for f in (WALL, GPU) if f in old and f in new}
+            category = categories.get(name, UNCHANGED)
             missing = gpu_missing_reason(baseline, current, name)
-            infos = (_extra_info(baseline, name), _extra_info(current, name))
-            rows.append(Compared(name, before, after, found, missing, infos))
-    return Comparison(
-        rows=sorted(rows, key=lambda row: -max(r for r in (row.ratio(WALL), row.ratio(GPU)) if r)),
-        new=[name for name in current.timings if name not in baseline.timings],
-        missing=[name for name in baseline.timings if name not in current.timings],
-    )
-
-
-def _extra_info(results: Results, name: str) -> Any:
-    for entry in results.document.get("benchmarks", []):
-        if isinstance(entry, dict) and entry.get("fullname") == name:
-            return entry.get("extra_info")
-    return None
+            rows.append(
+                Compared(name, old, new, verdicts, category, missing, (before.get(name), after.get(name)))
+            )
+    rows.sort(key=lambda row: -max(r for r in (row.ratio(WALL), row.ratio(GPU)) if r))
+    return Comparison(rows, outcome, rule, list(notes))
 
 
 def explained_blocks(rows: Sequence[Compared]) -> list[Block]:
@@ -135,26 +127,36 @@ def _ratio(row: Compared, figure: str) -> str:
     return "-" if ratio is None else f"{ratio:.3f}"
 
 
-def comparison_blocks(comparison: Comparison, threshold: float, z: float, out: Path) -> list[Block]:
-    counts = {word: sum(r.word == word for r in comparison.rows) for word in VERDICTS}
-    without_gpu = sum(r.gpu_missing is not None for r in comparison.rows)
+# The categories in the order the report counts them.
+COUNTED = (SLOWER, FASTER, UNCHANGED, HOST_BOUND_SLOWER, CLOCK_MOVED)
+
+
+def _counts(comparison: Comparison) -> str:
+    outcome, rule = comparison.outcome, comparison.rule
+    counted = ", ".join(f"{outcome.count(c)} {c}" for c in COUNTED)
+    wall_only = sum(map(len, outcome.wall_only.values()))
+    return (
+        f"{outcome.compared} benchmarks in both runs: {counted}; not compared: "
+        f"{not_compared_counts(outcome)}; {wall_only} judged on wall time alone (no GPU time in one of "
+        "the runs). Each benchmark is counted once, as the gate counts it (python -m perf.tools.gate "
+        "--baseline BASELINE --current RESULT gives the same numbers, 'slower' being its regressions): "
+        "slower where either figure is, else host-bound slower, clock moved, faster, unchanged. Each "
+        "benchmark is judged on two figures: its wall time (the median of its timed rounds) and its GPU "
+        "busy time (the median time one call kept the GPU busy, which the host's speed does not move). "
+        "Ratio: current / baseline (above 1: slower). Slower or faster: by more than "
+        f"{rule.threshold:.0%} (the GPU time: its own threshold where the runner's noise file gives one) "
+        f"and by more than {rule.z:g} standard errors of the two medians, each from its run's own rounds "
+        "or calls; the gate also measures suspects again (a report can't). Host-bound slower: host-bound "
+        f"in the baseline (one call keeps the host busy for at least {HOST_BOUND_SHARE:.0%} of its time, "
+        "so its wall time follows the host's CPU) and slower in wall time, but by less than the host-bound "
+        f"threshold ({rule.host_threshold:.0%}): listed, never failing. {' '.join(comparison.notes)}"
+    ).rstrip()
+
+
+def comparison_blocks(comparison: Comparison, out: Path) -> list[Block]:
     blocks: list[Block] = [
         Heading(2, "Against the baseline"),
-        Paragraph(
-            f"{len(comparison.rows)} benchmarks in both runs: {counts['slower']} slower, {counts['faster']} "
-            f"faster, {counts['unchanged']} unchanged, {counts[HOST_BOUND_SLOWER]} host-bound slower; "
-            f"{len(comparison.new)} new, {len(comparison.missing)} missing; {without_gpu} judged on wall "
-            "time alone (no GPU time in one of the runs). Each benchmark is judged on two figures: its "
-            "wall time (the median of its timed rounds) and its GPU busy time (the median time one call "
-            "kept the GPU busy, which the host's speed does not move). Ratio: current / baseline (above "
-            f"1: slower). Slower or faster: by more than {threshold:.0%} and by more than {z:g} standard "
-            "errors of the two medians, each from its run's own rounds or calls: the rule of "
-            "perf/tools/gate.py, which also measures suspects again (a report can't); the verdict names the "
-            "figures it rests on. Host-bound slower: host-bound in the baseline (one call keeps the "
-            f"host busy for at least {HOST_BOUND_SHARE:.0%} of its time, so its wall time follows the "
-            "host's CPU) and slower in wall time, but by less than the gate's host-bound threshold "
-            f"({HOST_BOUND_THRESHOLD:.0%}): listed, never failing."
-        ),
+        Paragraph(_counts(comparison)),
         Table(
             COLUMNS,
             [
@@ -171,27 +173,31 @@ def comparison_blocks(comparison: Comparison, threshold: float, z: float, out: P
                 for r in comparison.rows
             ],
             numeric=frozenset(range(1, 7)),
-            marks=[r.word if r.word != "unchanged" else "" for r in comparison.rows],
+            marks=[r.word if r.word != UNCHANGED else "" for r in comparison.rows],
         ),
     ]
     plot = ratio_plot(comparison.rows, out)
     if plot is not None:
         blocks += [Paragraph(plot.caption), Image(plot.file, plot.title)]
     blocks += explained_blocks(comparison.rows)
-    lists = (
-        ("New (not in the baseline)", comparison.new),
-        ("Missing (in the baseline only)", comparison.missing),
-    )
-    for title, names in lists:
-        if names:
-            blocks += [Heading(3, title), Table(("benchmark",), [[shown(name)] for name in names])]
+    outcome = comparison.outcome
+    if outcome.new:
+        blocks += [
+            Heading(3, "New (not in the baseline)"),
+            Table(("benchmark",), [[shown(name)] for name in outcome.new]),
+        ]
+    absent = [(what, why, names) for kind, what, why, names in not_compared(outcome) if kind == "missing"]
+    if absent:
+        rows = [
+            [shown(name), f"{what.split(' ', 1)[1]}: {why}"] for what, why, found in absent for name in found
+        ]
+        blocks += [Heading(3, "Not in the result (in the baseline only)"), Table(("benchmark", "why"), rows)]
     return blocks
 
 
 # --------------------------------------------------------------------------- the plot
 def _color(verdict: str | None) -> str:
-    word = next((w for w in VERDICT_COLORS if verdict and verdict.startswith(w)), "unchanged")
-    return VERDICT_COLORS[word]
+    return VERDICT_COLORS.get(verdict or UNCHANGED, VERDICT_COLORS[UNCHANGED])
 
 
 def _ratio_bars(ax: Any, shown_rows: Sequence[Compared]) -> None:

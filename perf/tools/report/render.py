@@ -51,7 +51,16 @@ class Preformatted:
     lines: Sequence[str]
 
 
-Block = Heading | Paragraph | Table | Image | Preformatted
+@dataclass(frozen=True)
+class Link:
+    """A paragraph of `before` followed by a link: 'The report: [text](url)'."""
+
+    before: str
+    text: str
+    url: str
+
+
+Block = Heading | Paragraph | Table | Image | Preformatted | Link
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -113,6 +122,10 @@ def markdown(blocks: Sequence[Block]) -> str:
                 out.append(f"![{_md_text(alt)}]({target})")
             case Preformatted(lines):
                 out += _md_fence(lines)
+            case Link(before, text, url):
+                # Angle brackets keep a URL with parentheses or spaces whole; brackets inside are escaped.
+                target = url.replace("<", "%3C").replace(">", "%3E")
+                out.append(f"{_md_text(before)}[{_md_text(text)}](<{target}>)")
         out.append("")
     return "\n".join(out)
 
@@ -172,4 +185,6 @@ def html_page(title: str, blocks: Sequence[Block]) -> str:
                 out.append(f'<img src="{esc(file, quote=True)}" alt="{esc(alt, quote=True)}">')
             case Preformatted(lines):
                 out.append("<pre>" + esc("\n".join(lines)) + "</pre>")
+            case Link(before, text, url):
+                out.append(f'<p>{esc(before)}<a href="{esc(url, quote=True)}">{esc(text)}</a></p>')
     return "\n".join([*out, "</body>", "</html>", ""])
