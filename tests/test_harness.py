@@ -3,6 +3,7 @@ synthetic benchmarks checked through its JSON (extra_info, machine info, baselin
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -77,7 +78,7 @@ def test_derived_figures():
 
 def test_resolve_device_errors():
     assert harness.resolve_device("cpu") == torch.device("cpu")
-    with pytest.raises(ValueError, match="accepted: auto, cpu, cuda, cuda:N"):
+    with pytest.raises(ValueError, match=r"^--device tpu: unknown device; accepted: auto, cpu, cuda, cuda:N"):
         harness.resolve_device("tpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA GPU"):
@@ -204,9 +205,9 @@ def test_gpu_time_failure_keeps_the_timed_rounds_and_says_why(synthetic_run):
     info = bench["extra_info"]
     assert info["median_ms"] > 0 and "gpu_ms" not in info
     assert info["gpu_ms_absent"] == "a call failed while GPU time was measured: RuntimeError: device lost"
-    # The end of the run counts the benchmarks without GPU time, by reason.
-    assert "no GPU busy time for 1 benchmark(s): a call failed while GPU time was measured" in proc.stdout
-    assert "no GPU busy time for" in proc.stdout and "runs on cpu" in proc.stdout
+    # A CPU run's end counts no benchmarks without GPU time (a GPU run's does, by reason: test_gpu_time.py):
+    # the note before the run says that GPU-only figures read '-'.
+    assert "no GPU busy time for" not in proc.stdout and "GPU-only figures read '-'" in proc.stdout
 
 
 @times_sleeps
@@ -292,7 +293,7 @@ def test_bad_baseline_gives_a_message_not_a_traceback(tmp_path, damage):
             "--presets: unknown value 'huge'; accepted: tiny, mini, small, medium, large, xl, 2.7b",
         ),
         ("--precisions=fp8", "--precisions: unknown value 'fp8'; accepted: fp32, bf16, fp16"),
-        ("--device=tpu", "unknown device 'tpu'; accepted: auto, cpu, cuda, cuda:N"),
+        ("--device=tpu", "--device tpu: unknown device; accepted: auto, cpu, cuda, cuda:N"),
         ("--tier=huge", "--tier: unknown tier 'huge'; accepted: auto, cpu, pr, default, full"),
         ("--contexts=512,-1", "--contexts: '-1' is not an integer >= 1"),
         ("--optimizer=sgd", "--optimizer: unknown value 'sgd'; accepted: own, torch, torch_fused"),
@@ -300,6 +301,12 @@ def test_bad_baseline_gives_a_message_not_a_traceback(tmp_path, damage):
         ("--matmul-sizes=4096,-8", "--matmul-sizes: '-8' is not an integer >= 1"),
         ("--transfer-sizes=1M,-4K", "--transfer-sizes: '-4K' is not a positive byte count"),
         ("--transfer-sizes=2T", "--transfer-sizes: '2T' is not a positive byte count"),
+        # An empty item of a comma list is refused, whatever the option reads: names, integers, sizes.
+        ("--presets=tiny,,mini", "--presets: empty item in 'tiny,,mini'"),
+        ("--contexts=128,", "--contexts: empty item in '128,'"),
+        ("--collective-sizes=,1M", "--collective-sizes: empty item in ',1M'"),
+        ("--bucket-sizes-mb=1, ,10", "--bucket-sizes-mb: empty item in '1, ,10'"),
+        ("--allocators=default,,expandable_segments", "--allocators: empty item in"),
         (
             "--memory-snapshot=/proc/self/snapshots",
             "--memory-snapshot: cannot write into '/proc/self/snapshots'",
@@ -328,8 +335,8 @@ def test_launches_add_graphed_steps_and_keep_the_eager_names(tmp_path):
     ids = [line.split("::")[1] for line in proc.stdout.splitlines() if "::" in line]
     # The eager step keeps the name its stored baselines have; the graphed one adds its launch.
     assert ids == [
-        "test_train_step[sdpa-tiny-fp32-ctx128-warm1]",
-        "test_train_step[sdpa-tiny-fp32-ctx128-warm1-cuda_graph]",
+        "test_train_step[sdpa-tiny-fp32-ctx64-warm1]",
+        "test_train_step[sdpa-tiny-fp32-ctx64-warm1-cuda_graph]",
     ]
 
 
@@ -366,8 +373,12 @@ def test_pytest_benchmarks_private_clock_is_what_record_rounds_replays_durations
     from pytest_benchmark.fixture import BenchmarkFixture
 
     stats = []
+    # 5.3 added the adaptive rounds' target (precision, confidence): off here, as the suite leaves them.
+    added = {"precision": None, "confidence": None}
+    wanted = inspect.signature(BenchmarkFixture).parameters
     fixture = BenchmarkFixture(
-        SimpleNamespace(name="test_x", _nodeid="perf/test_x.py::test_x"),
+        SimpleNamespace(name="test_x", nodeid="perf/test_x.py::test_x", _nodeid="perf/test_x.py::test_x"),
+        **{name: value for name, value in added.items() if name in wanted},
         disable_gc=False,
         timer=SimpleNamespace(target=time.perf_counter),
         min_rounds=1,

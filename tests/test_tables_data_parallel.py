@@ -150,3 +150,15 @@ def test_the_note_on_sync_wait_comes_with_torch_ddp_or_fsdp2_only():
     lines = step_table([STEPS[-1]])  # tiny "flat" alone
     assert len(lines) == 3 and not lines[-1].startswith("sync ms:")
     assert step_table([STEPS[1]])[-1].startswith("sync ms:")  # xl "fsdp2" alone
+
+
+def test_a_step_faster_than_single_shows_no_overhead_or_share_and_says_why():
+    # Ranks sharing a CPU's cores: a variant's median under the single step's is noise, not a saving
+    # (it read -39% and -100% on two cores).
+    faster = step_info(TINY, "flat", 10.0, sync_ms=5.0, single_ms=20.0, ddp_ms=25.0, held_mib=(21.5, 21.5))
+    slower = step_info(TINY, "naive", 30.0, single_ms=20.0, ddp_ms=25.0, held_mib=(21.5, 21.5))
+    _, _, naive, flat, note = step_table([faster, slower])
+    assert flat.split()[3:6] == ["5.000", "-", "-"]  # sync ms stays; overhead and share do not
+    assert naive.split()[3:6] == ["0.000", "10.000", "33%"]
+    assert note == "overhead ms, share: '-' where the step took less than 'single' alone: noise, not a saving"
+    assert "noise" not in "".join(step_table([slower]))

@@ -4,6 +4,7 @@ tier, and its patterns each match something; collected from the benchmark files 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,7 @@ def collected(tier: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def ids() -> dict[str, list[str]]:
-    return {tier: collected(tier) for tier in ("pr", "default")}
+    return {tier: collected(tier) for tier in ("cpu", "pr", "default")}
 
 
 def test_cell_patterns_treat_brackets_as_text_and_star_as_any_text():
@@ -82,6 +83,18 @@ def test_every_pr_pattern_keeps_a_cell_and_the_issue_cells_are_there(ids):
     assert len(attention) == 3 * 3 * 3  # seqs x head dims 64, 80, 128 x three providers
     assert all("-causal-" in node and "bf16-forward_backward" in node for node in attention)
     assert not any(node.endswith("-naive]") for node in attention)
+
+
+def test_the_cpu_tier_runs_every_benchmark_function_once_or_more(ids):
+    # It checks that every suite runs (NOTES.md: The CPU tier in five minutes): fewer cells, no function less.
+    functions = {
+        f"{path.name}::{name}"
+        for path in (ROOT / "perf").glob("test_*.py")
+        for name in re.findall(r"^def (test_\w+)\(", path.read_text(), re.MULTILINE)
+    }
+    kept = {node.removeprefix("perf/").split("[")[0] for node in ids["cpu"]}
+    assert len(functions) >= 20 and kept == functions
+    assert len(ids["cpu"]) < len(ids["default"])
 
 
 def test_a_tier_without_cells_keeps_everything():

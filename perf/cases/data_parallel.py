@@ -40,7 +40,7 @@ SUITES = (
                 "bucket_sizes_mb",
                 param="bucket_size_mb",
                 id_prefix="bucket",
-                values={"cpu": (0.01, 0.1, 1.0), "pr": ()},
+                values={"cpu": (1.0,), "pr": ()},
                 default=(1.0, 10.0, 100.0, 1000.0),
                 option="bucket-sizes-mb",
                 help="comma-separated DDPBucketed bucket sizes in MB, e.g. 1,10,100",

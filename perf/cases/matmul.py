@@ -81,7 +81,7 @@ SUITES = (
                 "matmul_sizes",
                 param="matmul_size",
                 id_prefix="n",
-                values={"cpu": (512,), "full": (1024, 2048, 4096, 8192, 16384)},
+                values={"cpu": (256,), "full": (1024, 2048, 4096, 8192, 16384)},
                 default=(8192,),
                 option="matmul-sizes",
                 help="comma-separated n of the n x n matmuls, e.g. 4096,8192",

@@ -29,7 +29,7 @@ SUITES = (
                 param="memory_context",
                 id_prefix="ctx",
                 values={
-                    "cpu": (64, 128),
+                    "cpu": (64,),
                     "pr": (512,),
                     "default": (128, 256, 512),
                     "full": (128, 256, 512, 1024),

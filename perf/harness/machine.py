@@ -37,7 +37,7 @@ def resolve_device(name: str) -> torch.device:
             # The current device is what synchronized_timer waits for and where bare allocations go.
             torch.cuda.set_device(device.index)
         return device
-    raise ValueError(f"unknown device {name!r}; accepted: auto, cpu, cuda, cuda:N")
+    raise ValueError(f"--device {name}: unknown device; accepted: auto, cpu, cuda, cuda:N")
 
 
 # --------------------------------------------------------------------------- peaks and machine info

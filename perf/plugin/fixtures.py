@@ -3,6 +3,8 @@ benchmark turned into a skip that names it, with the memory it held given back."
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 
 import pytest
@@ -22,15 +24,35 @@ def tier(pytestconfig: pytest.Config) -> Tier:
     return pytestconfig.perf_tier
 
 
+# Tiers that check that every suite runs, not measure: (budget s, min rounds) in place of pytest-benchmark's
+# unless either option is given (NOTES.md: The CPU tier in five minutes).
+CHECK_TIMING = {"cpu": (0.1, 3)}
+BUDGET_OPTIONS = ("--benchmark-max-time", "--benchmark-min-rounds")
+
+
+def _given(config: pytest.Config, options: tuple[str, ...]) -> bool:
+    """Whether any of `options` is on the command line, in PYTEST_ADDOPTS or in the ini file's addopts."""
+    args = [
+        *map(str, config.invocation_params.args),
+        *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+        *config.getini("addopts"),
+    ]
+    return any(arg == option or arg.startswith(f"{option}=") for arg in args for option in options)
+
+
 @pytest.fixture(scope="session")
-def timing_policy(pytestconfig: pytest.Config, device: torch.device) -> harness.TimingPolicy:
+def timing_policy(pytestconfig: pytest.Config, device: torch.device, tier: Tier) -> harness.TimingPolicy:
     # pytest-benchmark's own options set the budget; the floor on a round's length is ours:
     # 20 ms keeps a CUDA synchronize and launch (~10-50 us) under 0.25% of a round.
     floor = 0.02 if device.type == "cuda" else 0.005
+    budget_s = float(pytestconfig.getoption("benchmark_max_time"))
+    min_rounds = int(pytestconfig.getoption("benchmark_min_rounds"))
+    if tier.name in CHECK_TIMING and not _given(pytestconfig, BUDGET_OPTIONS):
+        budget_s, min_rounds = CHECK_TIMING[tier.name]
     return harness.TimingPolicy(
         min_round_s=max(floor, float(pytestconfig.getoption("benchmark_min_time"))),
-        budget_s=float(pytestconfig.getoption("benchmark_max_time")),
-        min_rounds=int(pytestconfig.getoption("benchmark_min_rounds")),
+        budget_s=budget_s,
+        min_rounds=min_rounds,
     )
 
 

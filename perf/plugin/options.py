@@ -41,6 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"comma-separated CUDA caching allocator settings of the memory suite: {', '.join(ALLOCATORS)}",
     )
     group.addoption(
+        "--benchmark-tables",
+        action="store_true",
+        help="print pytest-benchmark's own tables (min, max, mean, stddev, ... of every group) on the CPU "
+        "too; a GPU run prints them unless --benchmark-quiet",
+    )
+    group.addoption(
         "--memory-snapshot",
         metavar="DIR",
         help="write a torch.cuda.memory snapshot (.pickle) and its HTML view per benchmark into DIR",
@@ -49,10 +55,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 # --------------------------------------------------------------------------- reading values
 def _split(option: str, raw: str, accepted: tuple = ()) -> tuple[str, ...]:
-    values = tuple(v.strip() for v in raw.split(",") if v.strip())
-    if not values:
-        what = f"accepted: {', '.join(map(str, accepted))}" if accepted else "give at least one value"
+    """A comma-separated value's items; an empty one ('tiny,,mini', 'tiny,') is refused, not skipped."""
+    what = f"accepted: {', '.join(map(str, accepted))}" if accepted else "give at least one value"
+    values = tuple(v.strip() for v in raw.split(","))
+    if not any(values):
         raise pytest.UsageError(f"--{option}: empty; {what}")
+    if not all(values):
+        raise pytest.UsageError(f"--{option}: empty item in {raw!r}; separate values by one comma, {what}")
     return values
 
 

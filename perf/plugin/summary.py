@@ -2,11 +2,14 @@
 derived figures of every benchmark, the suites' tables (perf/tables/), out-of-memory skips and notes.
 
 Said only when benchmarks were collected, and under a launcher only by the rank that records (0).
+pytest-benchmark's own tables (min, max, mean, ... of every group) are shown on a GPU and with
+--benchmark-tables; on the CPU the suite's tables say what its check needs.
 """
 
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -14,6 +17,8 @@ import torch
 from perf import harness
 from perf.harness import clocks, gpu_time
 from perf.plugin import result_files
+from perf.tables.derived import DERIVED_TITLE, INTERLEAVED_TITLE, derived_table, interleaved_table
+from perf.tables.format import WIDTH
 from perf.tables.summary import SUMMARY_TABLES
 from perf.tiers import TIERS
 from perf.workloads import launched_session
@@ -21,6 +26,37 @@ from perf.workloads import launched_session
 
 def _collected_benchmarks(items: list[pytest.Item]) -> bool:
     return any("bench" in getattr(item, "fixturenames", ()) for item in items)
+
+
+def wrapped(text: str, prefix: str = "") -> list[str]:
+    """`text` in lines of at most WIDTH columns (a word longer stays whole: a path, a command), the first
+    starting with `prefix`, the others indented under it."""
+    indent = " " * (len(prefix) + 2)
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=prefix,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def tables_shown(config: pytest.Config) -> bool:
+    """pytest-benchmark's own tables: asked for (--benchmark-tables, or its --benchmark-verbose or
+    --benchmark-cprofile, shown with them), or on a GPU, where their spread and their rows beside a stored
+    baseline are what a measurement is read by."""
+    asked = ("benchmark_tables", "benchmark_verbose", "benchmark_cprofile")
+    return any(config.getoption(name) for name in asked) or config.perf_device.type == "cuda"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # pytest-benchmark's session exists from its pytest_configure on; `quiet` is what its --benchmark-quiet
+    # sets, read when it displays its tables. Its regression check (--benchmark-compare-fail) runs either way.
+    benchmarks = getattr(session.config, "_benchmarksession", None)
+    if benchmarks is not None and not tables_shown(session.config):
+        benchmarks.quiet = True
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
@@ -37,15 +73,15 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         return []
     device, tier = config.perf_device, config.perf_tier
     where = harness.gpu_name(device) or f"CPU ({harness.machine_info(device)['cpu_model']})"
-    lines = [
-        f"perf: device {device} [{where}], torch {torch.__version__}, tier '{tier.name}' "
+    said = [
+        f"device {device} [{where}], torch {torch.__version__}, tier '{tier.name}' "
         f"(presets {','.join(tier.presets)}; precisions {','.join(tier.precisions)}; "
         f"contexts {','.join(map(str, tier.contexts))}; warm-ups {','.join(map(str, tier.warmups))})"
     ]
     if config.perf_attention_collected:
         shapes = tier.attention_shapes
-        lines.append(
-            f"perf: attention: sweeps {','.join(tier.attention_sweeps)} ({len(shapes)} shape"
+        said.append(
+            f"attention: sweeps {','.join(tier.attention_sweeps)} ({len(shapes)} shape"
             f"{'' if len(shapes) == 1 else 's'}; seqs "
             f"{','.join(map(str, sorted({s.seq for s in shapes})))}; head dims "
             f"{','.join(map(str, sorted({s.head_dim for s in shapes})))}); providers "
@@ -55,32 +91,31 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         config.perf_notes.append("nvtx is not importable: no NVTX ranges for nsys (pip install nvtx)")
     launch = launched_session.header()
     if launch:
-        lines.append(f"perf: {launch}")
-    lines += [f"perf: {note}" for note in _cpu_notes(config) + config.perf_notes]
-    return lines
+        said.append(launch)
+    # The notes of other parts (baselines, result files) as they wrote them: their text is theirs.
+    lines = [line for text in said + _cpu_note(config) for line in wrapped(text, prefix="perf: ")]
+    return lines + [f"perf: {note}" for note in config.perf_notes]
 
 
-def _cpu_notes(config: pytest.Config) -> list[str]:
+def _cpu_note(config: pytest.Config) -> list[str]:
+    """Said once, before the run: what a run without a GPU is for and what it leaves out."""
     if config.perf_device.type == "cuda":
         return []
     default, tier = TIERS["default"], config.perf_tier
     presets = [p for p in default.presets if p not in tier.presets]
     precisions = [p for p in default.precisions if p not in tier.precisions]
-    left_out = f"GPU presets not run: {', '.join(presets)}; " if presets else ""
-    if precisions:
-        left_out += (
-            f"model steps and attention not in {', '.join(precisions)} (emulated by most CPUs; --precisions "
-            "adds it; the mixed-precision, matmul and collective suites run it); "
-        )
     providers = [p for p in default.attention_providers if p not in tier.attention_providers]
+    left_out = []
+    if precisions:
+        left_out.append(f"model steps and attention not in {', '.join(precisions)} (--precisions adds it)")
+    if presets:
+        left_out.append(f"presets {', '.join(presets)}")
     if providers and getattr(config, "perf_attention_collected", False):
-        left_out += f"attention providers not run: {', '.join(providers)} (--attention-providers adds them); "
+        left_out.append(f"attention providers {', '.join(providers)}")
+    purpose = "the cpu tier checks that every suite runs, at small sizes and few rounds: not a measurement. "
     return [
-        "no CUDA GPU in use: benchmarks run on the CPU at small sizes; "
-        + left_out
-        + "peak memory, MFU, CUDA-event comparisons, CUDA graphs, host-to-device copies and the TF32, "
-        "reduced-precision and fp16-accumulation matmul switches are GPU-only and reported as skipped (with "
-        "the reason) or empty"
+        f"no CUDA GPU in use: {purpose if tier.name == 'cpu' else ''}GPU-only figures read '-', GPU-only "
+        "benchmarks skip." + (f" Not run here: {'; '.join(left_out)}." if left_out else "")
     ]
 
 
@@ -91,47 +126,41 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if not getattr(config, "perf_collected", False):
         return
     infos = [b.extra_info for b in results]
-    notes = _cpu_notes(config) + config.perf_notes + gpu_time.run_notes(infos) + clocks.run_note(infos)
-    notes += _stored_tuning_notes() + result_files.run_note(config)
-    if results:
-        tr.section("derived figures (median)", sep="-")
-        tr.write_line(
-            f"{'benchmark':<64} {'ms':>10} {'GPU ms':>10} {'busy':>5} {'tokens/s':>11} {'TFLOP/s':>8} "
-            f"{'MFU':>6} {'peak GiB':>9} {'host ms':>8}"
-        )
-        for b in results:
-            x = b.extra_info
-            peak = x.get("peak_memory_bytes")
-            tr.write_line(
-                f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {_fmt(x.get('gpu_ms'), '.3f'):>10} "
-                f"{_fmt(x.get('gpu_busy_share'), '.0%'):>5} {_fmt(x.get('tokens_per_s'), '.0f'):>11} "
-                f"{_fmt(x.get('tflops'), '.1f'):>8} {_fmt(x.get('mfu'), '.1%'):>6} "
-                f"{_fmt(peak / 2**30 if peak else None, '.2f'):>9} {_fmt(x.get('host_ms'), '.1f'):>8}"
-            )
-        interleaved = [b for b in results if b.extra_info.get("ratio_to_baseline")]
-        if interleaved:
-            tr.section("project model / plain PyTorch reference, interleaved rounds", sep="-")
-            tr.write_line(f"{'benchmark':<64} {'ms':>10} {'ref ms':>10} {'ratio':>6}")
-            for b in interleaved:
-                x = b.extra_info
-                tr.write_line(
-                    f"{b.name[:64]:<64} {x['median_ms']:>10.3f} {x['baseline_median_ms']:>10.3f} "
-                    f"{x['ratio_to_baseline']:>6.3f}"
-                )
+    notes = config.perf_notes + result_files.run_note(config) + _stored_tuning_notes()
+    if config.perf_device.type == "cuda":  # on the CPU, the note before the run says there are none
+        notes += gpu_time.run_notes(infos) + clocks.run_note(infos)
+    tr.ensure_newline()  # the progress line's end, before the first section
+    named = [(b.name, b.extra_info) for b in results]
+    in_tables = 0
+    if config.perf_device.type != "cuda":  # no GPU figure to add: a row per benchmark no other table shows
+        alone = [(name, x) for name, x in named if not _tabulated(x)]
+        in_tables, named = len(named) - len(alone), alone
+    _section(tr, DERIVED_TITLE, derived_table(named))
+    if in_tables:
+        tr.write_line(f"({in_tables} more benchmark{'s' if in_tables > 1 else ''}: in the tables below)")
+    _section(tr, INTERLEAVED_TITLE, interleaved_table([(b.name, b.extra_info) for b in results]))
     for title, table in SUMMARY_TABLES:
-        lines = table(infos)
-        if lines:
-            tr.section(title, sep="-")
-            for line in lines:
-                tr.write_line(line)
-    if config.perf_out_of_memory:
-        tr.section("out of memory: recorded as skips, the sweeps went on", sep="-")
-        for message in config.perf_out_of_memory:
-            tr.write_line(message)
-    if notes:
-        tr.section("perf notes", sep="-")
-        for note in notes:
-            tr.write_line(note)
+        _section(tr, title, table(infos))
+    _section(tr, "out of memory: recorded as skips, the sweeps went on", config.perf_out_of_memory)
+    _section(tr, "perf notes", notes)
+
+
+def _tabulated(info: dict) -> bool:
+    """Whether a suite's table or the interleaved one shows this benchmark."""
+    return bool(info.get("ratio_to_baseline")) or any(table([info]) for _, table in SUMMARY_TABLES)
+
+
+def _section(tr, title: str, lines: list[str]) -> None:
+    """`lines` under a separator line with `title`; a title too long for one is cut at its first ': ' and
+    the rest wrapped under it. Nothing without lines."""
+    if not lines:
+        return
+    head, rest = title, ""
+    if len(title) + 4 > WIDTH and ": " in title:
+        head, rest = title.split(": ", 1)
+    tr.section(head, sep="-")
+    for line in [*wrapped(rest), *lines]:
+        tr.write_line(line)
 
 
 def _stored_tuning_notes() -> list[str]:
@@ -139,7 +168,3 @@ def _stored_tuning_notes() -> list[str]:
     here only then: importing Triton's kernels early would fix the interpreter setting)."""
     tuning = sys.modules.get("kernels.flash_attention_triton.stored")
     return [f"flash_triton: {line}" for line in tuning.describe()] if tuning else []
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)

@@ -53,6 +53,12 @@ def variant_label(x: Info) -> str:
     return x["variant"]
 
 
+def overhead(x: Info) -> float | None:
+    """What the variant adds to the single step, in ms; None where it took less: noise, not a saving."""
+    added = x.get("comm_overhead_ms")
+    return added if added is not None and added >= 0 else None
+
+
 def held_mib(x: Info) -> str:
     """The largest rank's parameters, gradients and optimizer state after a step, in MiB; '-' for
     results recorded before the figure was."""
@@ -107,13 +113,17 @@ def step_table(infos: Iterable[Info]) -> list[str]:
             fmt(x.get("median_ms"), ".3f"),
             fmt(x.get("tokens_per_s"), ".0f"),
             fmt(x.get("sync_wait_ms"), ".3f"),
-            fmt(x.get("comm_overhead_ms"), ".3f"),
-            fmt(x.get("comm_share"), ".0%"),
+            fmt(overhead(x), ".3f"),
+            fmt(x.get("comm_share") if overhead(x) is not None else None, ".0%"),
             fmt(x.get("vs_torch_ddp"), ".2f", "x"),
             gib(x.get("peak_memory_bytes")),
             held_mib(x),
         ]
         lines.append(line(STEP_COLUMNS, cells))
+    if any(x.get("comm_overhead_ms") is not None and overhead(x) is None for x in results):
+        lines.append(
+            "overhead ms, share: '-' where the step took less than 'single' alone: noise, not a saving"
+        )
     if any(x["variant"] in ("torch_ddp", "fsdp2") for x in results):
         lines.append(
             "sync ms: time in finish_gradient_synchronization; torch_ddp's all-reduces and fsdp2's "

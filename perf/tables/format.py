@@ -67,3 +67,31 @@ def line(columns: Sequence[Column], cells: Sequence[str]) -> str:
     if len(cells) != len(columns):
         raise ValueError(f"{len(cells)} cells for {len(columns)} columns")
     return " ".join(f"{cell:{c.align}{c.width}}" for c, cell in zip(columns, cells, strict=True))
+
+
+# The widest line a table writes where it can: a name longer than the room left goes on a line of its own.
+WIDTH = 120
+
+
+def display_names(names: Sequence[str]) -> list[str]:
+    """Benchmark names without their common `test_` prefix, unless that would make two of them alike."""
+    shown = [name.removeprefix("test_") for name in names]
+    return shown if len(set(shown)) == len(set(names)) else list(names)
+
+
+def named_table(
+    rows: Sequence[tuple[str, Sequence[str]]], columns: Sequence[Column], width: int = WIDTH
+) -> list[str]:
+    """A header and one row per (name, cells): the name whole, in a column as wide as the longest name where
+    the row then fits in `width`, else each name too long for the room on its own line with its cells under
+    it. A name is never cut, so two that differ only at their end stay two."""
+    names = display_names([name for name, _ in rows])
+    room = width - len(header(columns)) - 1
+    name_width = max(len("benchmark"), min(room, max((len(n) for n in names), default=0)))
+    lines = [f"{'benchmark':<{name_width}} {header(columns)}"]
+    for name, (_, cells) in zip(names, rows, strict=True):
+        if len(name) > name_width:
+            lines.append(name)
+            name = ""
+        lines.append(f"{name:<{name_width}} {line(columns, cells)}")
+    return lines

@@ -113,7 +113,7 @@ def this_machine(device: str = "auto") -> str:
     try:
         return recorded_on(machine_info(resolve_device(device))) or "an unknown machine"
     except ValueError as err:
-        raise GateError(f"--device {device}: {err}") from None
+        raise GateError(str(err)) from None  # it names --device and its value
 
 
 def this_machine_slug() -> str:
