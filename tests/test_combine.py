@@ -55,9 +55,15 @@ def test_a_second_store_takes_the_next_number(tmp_path):
 @pytest.mark.parametrize(
     ("second", "message"),
     [
-        (dict(perf={**H100, "torch": "2.12"}), "machine_info.perf .* differs"),
-        (dict(perf={"cpu_model": "EPYC"}), "machine_info.perf .* differs"),
-        (dict(commit="def"), "commit .* differs"),
+        (
+            dict(perf={**H100, "torch": "2.12"}),
+            r"machine_info.perf differs .*\(torch '2.12' against '2.11'\)",
+        ),
+        (
+            dict(perf={"cpu_model": "EPYC"}),
+            r"\(gpu.name None against 'NVIDIA H100 80GB HBM3'; .* and \d+ more\)",
+        ),
+        (dict(commit="def"), r"commit differs .*\(id 'def' against 'abc'\)"),
         (dict(names=["perf/test_a.py::x"]), "perf/test_a.py::x is also in part"),
     ],
 )
@@ -68,7 +74,7 @@ def test_parts_of_different_runs_are_refused(tmp_path, capsys, second, message):
     assert combine.main(["--name", "run", str(a), str(b)], baselines=store) == 2
     err = capsys.readouterr().err
     assert err.startswith("perf.tools.combine: error: part ") and len(err.strip().splitlines()) == 1
-    assert re.search(message, err)
+    assert re.search(message, err) and len(err) - len(f"{a}{b}") < 250, err  # no dicts printed whole
     assert not list(store.rglob("*.json")), "nothing may be stored from refused parts"
 
 
@@ -86,3 +92,16 @@ def test_a_name_that_is_not_a_file_name_is_refused(tmp_path, capsys):
     a = part(tmp_path, "a.json", ["perf/test_a.py::x"])
     assert combine.main(["--name", "../up", str(a)], baselines=tmp_path) == 2
     assert "--name '../up'" in capsys.readouterr().err
+
+
+def test_an_interrupt_while_storing_leaves_nothing_and_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    a = part(tmp_path, "a.json", ["perf/test_a.py::x"])
+    store = tmp_path / "baselines"
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("perf.storage.os.link", interrupted)  # the last step of writing the file
+    assert combine.main(["--name", "run", str(a)], baselines=store) == 130
+    assert capsys.readouterr().err == "perf.tools.combine: interrupted; nothing was written\n"
+    assert not [p for p in store.rglob("*") if p.is_file()], "no baseline and no temporary file"

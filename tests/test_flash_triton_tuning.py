@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import json
 import os
+import stat
 import subprocess
 import sys
 import warnings
@@ -62,6 +63,15 @@ def stored_h100(tmp_path: Path) -> Path:
     path = tmp_path / "tuned" / "nvidia-h100-80gb-hbm3.json"
     tuning.write_table(path, H100, entries(), "python scripts/tune_flash_triton.py --cases attention")
     return path
+
+
+def test_a_written_table_takes_the_users_umask(tmp_path):
+    previous = os.umask(0o027)
+    try:
+        path = stored_h100(tmp_path)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # not mkstemp's 0600
 
 
 def test_a_written_table_gives_back_each_configuration_on_its_gpu(tmp_path):

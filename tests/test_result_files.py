@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +22,13 @@ SLUG = harness.machine_slug(torch.device("cpu"))
 OLD = '{"an earlier run": true}\n'
 
 
-def child(tmp_path: Path, *args: str, stop: str = "interrupt") -> subprocess.CompletedProcess:
+def child(
+    tmp_path: Path, *args: str, stop: str = "interrupt", umask: int = 0o022
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "STOP": stop}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--benchmark-max-time=0.02", *args],
+        preexec_fn=lambda: os.umask(umask),
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -39,7 +43,9 @@ def store(tmp_path) -> Path:
 
 
 # --------------------------------------------------------------------------- whole or not at all
-@pytest.mark.parametrize("stop", ["interrupt", "failure"])
+# interrupt: KeyboardInterrupt in a timed round; dropped: a real SIGINT inside a weakref callback, where
+# Python prints the KeyboardInterrupt and drops it; failure: an exception in a timed round.
+@pytest.mark.parametrize("stop", ["interrupt", "dropped", "failure"])
 def test_an_interrupted_or_failed_run_stores_no_baseline_number_and_leaves_the_json_file(
     tmp_path, store, stop
 ):
@@ -53,7 +59,7 @@ def test_an_interrupted_or_failed_run_stores_no_baseline_number_and_leaves_the_j
         f"--benchmark-json={json_file}",
         stop=stop,
     )
-    assert proc.returncode == (2 if stop == "interrupt" else 1), proc.stdout + proc.stderr
+    assert proc.returncode == (1 if stop == "failure" else 2), proc.stdout + proc.stderr
     folder = store / SLUG
     assert not list(folder.glob("[0-9][0-9][0-9][0-9]_*.json"))  # no numbered baseline
     (partial,) = folder.glob("partial_*_intr.json")
@@ -69,6 +75,23 @@ def test_an_interrupted_or_failed_run_stores_no_baseline_number_and_leaves_the_j
     assert "results not stored whole: the session ended with exit code" in proc.stdout
     assert str(partial) in proc.stdout and "no baseline number" in proc.stdout
     assert not list(tmp_path.glob(".*.writing")) and not list(folder.glob(".*.writing"))
+    if stop == "dropped":
+        assert "arrived in tests/harness_samples/interrupted_bench.py::test_cut_off and was dropped" in (
+            proc.stdout
+        )
+
+
+def test_the_dropped_interrupt_is_dropped_by_python_without_the_interrupts_plugin(tmp_path):
+    """The sample above really lands in a callback: without perf/plugin/interrupts.py the run goes on,
+    passes and overwrites the file the user's interrupt should have kept."""
+    json_file = tmp_path / "results.json"
+    json_file.write_text(OLD)
+    proc = child(
+        tmp_path, SAMPLES, f"--benchmark-json={json_file}", "-p", "no:perf.plugin.interrupts", stop="dropped"
+    )
+    assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert "KeyboardInterrupt" in proc.stdout + proc.stderr  # printed as unraisable, then dropped
+    assert json_file.read_text() != OLD
 
 
 def test_a_run_that_ends_well_writes_the_json_file_and_the_next_number(tmp_path, store):
@@ -90,6 +113,25 @@ def test_a_run_that_ends_well_writes_the_json_file_and_the_next_number(tmp_path,
     ]
     assert (store / SLUG / "0001_ok.json").is_file() and not list((store / SLUG).glob("partial_*"))
     assert "not stored whole" not in proc.stdout
+
+
+def test_result_files_take_the_users_umask_and_an_existing_file_keeps_its_mode(tmp_path, store):
+    kept, new = tmp_path / "kept.json", tmp_path / "new" / "results.json"
+    kept.write_text(OLD)
+    kept.chmod(0o644)
+    for json_file, stop in ((kept, "none"), (new, "interrupt")):
+        child(
+            tmp_path,
+            SAMPLES,
+            f"--benchmark-storage=file://{store}",
+            "--benchmark-save=run",
+            f"--benchmark-json={json_file}",
+            stop=stop,
+            umask=0o027,
+        )
+    written = [kept, new.with_name("results.partial.json"), *sorted((store / SLUG).glob("*.json"))]
+    assert [p.name for p in written[2:]] == ["0001_run.json", written[3].name]  # a number, then a partial
+    assert [oct(stat.S_IMODE(p.stat().st_mode)) for p in written] == ["0o644", "0o640", "0o640", "0o640"]
 
 
 @pytest.mark.parametrize(

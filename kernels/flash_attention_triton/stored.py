@@ -456,6 +456,14 @@ def build_table(
     }
 
 
+def _new_file_mode() -> int:
+    """The mode open() gives a new file: 0666 less the umask (read without changing it, from /proc)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return 0o666 & ~int(line.split()[1], 8)
+    return 0o644
+
+
 def save_table(path: Path, document: dict) -> None:
     """Write atomically (a temporary file renamed over it): a reader never sees half a table. One
     case per line, so that a re-tuning's diff shows the cases that changed."""
@@ -466,6 +474,7 @@ def save_table(path: Path, document: dict) -> None:
     text = head + ',\n  "cases": [\n' + rows + "\n  ]\n}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, _new_file_mode())  # mkstemp's 0600 would make a committed table unreadable to a group
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)

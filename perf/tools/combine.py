@@ -9,7 +9,7 @@ Measurements behind comments in the code). The parts must come from one machine 
 driver, CUDA, torch and triton) and one commit, and no benchmark may be in two parts. The file goes to
 baselines/<gpu>/NNNN_<name>.json, the next free number: the newest baseline, the one
 `--benchmark-compare` and the gate use. Nothing is overwritten. Exit codes: 0 stored, 2 refused (one
-line on stderr saying why).
+line on stderr saying why), 130 interrupted (nothing written).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perf.storage import BASELINES, machine_folder
+from perf.storage import BASELINES, machine_folder, write_new
 from perf.tools.results import GateError, load_results
+from perf.tools.runs import tool_main
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # What makes two parts one commit's: its id, and whether the tree had changes beyond it.
@@ -35,13 +36,34 @@ def _read(path: Path) -> dict[str, Any]:
     return dict(load_results(path, "part").document)
 
 
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested dict as {'gpu.name': ..., 'torch': ...}; anything else as itself under `prefix`."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    found: dict[str, Any] = {}
+    for key, inner in value.items():
+        found |= _flat(inner, f"{prefix}.{key}" if prefix else str(key))
+    return found
+
+
+def differences(first: Any, other: Any, shown: int = 3) -> str:
+    """Where two values differ, key by key ("gpu.name 'NVIDIA H200' here, 'NVIDIA H100' there"), the first
+    `shown` of them and a count of the rest."""
+    a, b = _flat(first), _flat(other)
+    keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    listed = [f"{k or 'the value'} {b.get(k)!r} against {a.get(k)!r}" for k in keys[:shown]]
+    rest = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return "; ".join(listed) + rest
+
+
 def _same(parts: Sequence[tuple[Path, dict[str, Any]]], what: str, value_of) -> None:
     first_path, first = parts[0]
     for path, data in parts[1:]:
         if value_of(data) != value_of(first):
             raise GateError(
-                f"part {path}: {what} {value_of(data)!r} differs from part {first_path}'s "
-                f"{value_of(first)!r}; a baseline holds one machine and one commit"
+                f"part {path}: its {what} differs from part {first_path}'s ("
+                f"{differences(value_of(first), value_of(data))}); "
+                "a baseline holds one machine and one commit"
             )
 
 
@@ -51,7 +73,7 @@ def combine(paths: Sequence[Path]) -> dict[str, Any]:
         raise GateError("no parts given")
     parts = [(path, _read(path)) for path in paths]
     _same(parts, "machine_info.perf", lambda data: data["machine_info"].get("perf"))
-    _same(parts, "commit", lambda data: tuple((data.get("commit_info") or {}).get(k) for k in COMMIT_KEYS))
+    _same(parts, "commit", lambda data: {k: (data.get("commit_info") or {}).get(k) for k in COMMIT_KEYS})
     seen: dict[str, Path] = {}
     for path, data in parts:
         for entry in data["benchmarks"]:
@@ -87,9 +109,7 @@ def store(document: dict[str, Any], name: str, baselines: Path = BASELINES) -> P
     folder.mkdir(parents=True, exist_ok=True)
     numbers = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*.json")]
     path = folder / f"{max(numbers, default=0) + 1:04d}_{name}.json"
-    with path.open("x") as f:  # "x": an existing file is an error, not an overwrite
-        json.dump(document, f, indent=4)
-        f.write("\n")
+    write_new(path, (json.dumps(document, indent=4) + "\n").encode())  # whole, and never over a file
     return path
 
 
@@ -98,18 +118,18 @@ def main(argv: Sequence[str] | None = None, baselines: Path = BASELINES) -> int:
     parser.add_argument("--name", required=True, help="the baseline's name: letters, digits, '_', '.', '-'")
     parser.add_argument("parts", nargs="+", type=Path, help="pytest-benchmark JSON files of one run")
     options = parser.parse_args(argv)
-    try:
+
+    def store_parts() -> int:
         if not NAME.fullmatch(options.name):
             raise GateError(f"--name {options.name!r}: use letters, digits, '_', '.' and '-'")
-        path = store(combine(options.parts), options.name, baselines)
-    except GateError as err:
-        print(f"perf.tools.combine: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"perf.tools.combine: error: cannot write the baseline: {err}", file=sys.stderr)
-        return 2
-    print(f"stored {len(load_results(path, 'baseline').timings)} benchmarks in {path}")
-    return 0
+        try:
+            path = store(combine(options.parts), options.name, baselines)
+        except OSError as err:
+            raise GateError(f"cannot write the baseline: {err}") from None
+        print(f"stored {len(load_results(path, 'baseline').timings)} benchmarks in {path}")
+        return 0
+
+    return tool_main("perf.tools.combine", store_parts)
 
 
 if __name__ == "__main__":

@@ -18,16 +18,16 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perf.storage import BASELINES, machine_folder, write_whole
+from perf.storage import BASELINES, machine_folder, recorded_on_cpu, write_whole
 from perf.tools.regression_rule import GPU, GPU_FLOOR, WALL, Threshold
-from perf.tools.results import GateError, Results, check_same_machine, load_results
-from perf.tools.runs import Runner, measure, run_pytest, with_selection
+from perf.tools.results import GateError, Results, check_same_machine, load_results, this_machine
+from perf.tools.runs import Runner, measure, pytest_device, run_pytest, tool_main, with_selection
 
 NOISE_FILE = "noise.json"
 FORMAT = "perf-noise/1"
@@ -92,6 +92,11 @@ def noise_document(runs: Sequence[Results], command: str) -> dict[str, Any]:
     if not figures:
         raise GateError("the runs have no benchmark in common; run the same selection each time")
     gpu = {name: f[GPU] for name, f in figures.items() if GPU in f}
+    if not gpu:
+        raise GateError(
+            "no benchmark has GPU time in every run (CPU runs, or runs under nsys): a noise file "
+            "sets GPU-time thresholds and would set none; nothing written"
+        )
     k, basis = choose_k(gpu)
     benchmarks = {}
     for name, found in figures.items():
@@ -237,6 +242,10 @@ def gpu_thresholds(
                 f"{fall_back}"
             ],
         )
+    if not noise.gpu_spread:  # written before such files were refused: it sets no threshold
+        return GpuThresholds(
+            fallback, notes=[f"noise: not used, {path} has no benchmark with GPU time; {fall_back}"]
+        )
     note = (
         f"noise: {path} ({noise.runs} runs, {noise.created or 'undated'}): GPU time judged at "
         f"max({noise.floor:.1%}, {noise.k:g} x its run-to-run spread)"
@@ -289,43 +298,61 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, runner: Runner = run_pytest) -> int:
+def _runs(
+    options: argparse.Namespace, pytest_args: list[str], runner: Runner, machine: Callable[[str], str]
+) -> tuple[list[Results], str]:
+    """The runs the noise comes from, and the command that gave them."""
+    if options.sources:
+        if pytest_args or options.keep:
+            raise GateError("--from reads runs already made: pytest arguments and --keep need a run")
+        runs = [load_results(path, "--from") for path in options.sources]
+        return runs, "python -m perf.tools.noise --from " + " ".join(map(str, options.sources))
+    if options.runs < 2:
+        raise GateError(f"--runs {options.runs}: accepted is an integer >= 2")
+    here = machine(pytest_device(pytest_args))
+    if recorded_on_cpu(here):
+        raise GateError(
+            f"no CUDA GPU in use ({here}): a noise file holds GPU-time spreads, which a CPU run has none "
+            "of; run it on the GPU runner (nothing was run)"
+        )
+    args = with_selection(pytest_args)
+    runs = []
+    for i in range(options.runs):
+        keep = options.keep / f"run{i + 1}.json" if options.keep else None
+        print(f"perf.tools.noise: run {i + 1} of {options.runs}: pytest {' '.join(args)}", flush=True)
+        runs.append(measure(runner, args, f"run {i + 1}", save=keep))
+    return runs, " ".join(["python -m perf.tools.noise --runs", str(options.runs), "--", *pytest_args])
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    runner: Runner = run_pytest,
+    machine: Callable[[str], str] = this_machine,
+) -> int:
+    """The command line; `machine` names the processor a run here on a --device would be recorded on."""
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
-    try:
+
+    def write() -> int:
         options = _parser().parse_args(argv[:split])
-        pytest_args = argv[split + 1 :]
-        if options.sources and (pytest_args or options.keep):
-            raise GateError("--from reads runs already made: pytest arguments and --keep need a run")
-        if options.sources:
-            runs = [load_results(path, "--from") for path in options.sources]
-            command = "python -m perf.tools.noise --from " + " ".join(map(str, options.sources))
-        else:
-            if options.runs < 2:
-                raise GateError(f"--runs {options.runs}: accepted is an integer >= 2")
-            args = with_selection(pytest_args)
-            runs = []
-            for i in range(options.runs):
-                keep = options.keep / f"run{i + 1}.json" if options.keep else None
-                print(f"perf.tools.noise: run {i + 1} of {options.runs}: pytest {' '.join(args)}", flush=True)
-                runs.append(measure(runner, args, f"run {i + 1}", save=keep))
-            command = " ".join(["python -m perf.tools.noise --runs", str(options.runs), "--", *pytest_args])
+        runs, command = _runs(options, argv[split + 1 :], runner, machine)
         document = noise_document(runs, command)
         out = options.out or noise_path(runs[0])
-        write_whole(out, (json.dumps(document, indent=1) + "\n").encode())
+        try:
+            write_whole(out, (json.dumps(document, indent=1) + "\n").encode())
+        except OSError as err:
+            raise GateError(f"cannot write the noise file {out} ({err.strerror or err})") from None
         noise = load_noise(out)
-    except GateError as err:
-        print(f"perf.tools.noise: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"perf.tools.noise: error: cannot write the noise file ({err})", file=sys.stderr)
-        return 2
-    print(
-        f"perf.tools.noise: {len(document['benchmarks'])} benchmarks over {len(runs)} runs written to {out}"
-    )
-    for line in distribution(noise):
-        print(f"perf.tools.noise: {line}")
-    return 0
+        print(
+            f"perf.tools.noise: {len(document['benchmarks'])} benchmarks over {len(runs)} runs "
+            f"written to {out}"
+        )
+        for line in distribution(noise):
+            print(f"perf.tools.noise: {line}")
+        return 0
+
+    return tool_main("perf.tools.noise", write)
 
 
 if __name__ == "__main__":

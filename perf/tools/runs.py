@@ -1,29 +1,62 @@
 """Running the benchmarks from a tool: pytest in the repository root writing a result file, read back
-as `Results`; a failed run or one without benchmarks is a GateError, never a verdict."""
+as `Results`; a failed run or one without benchmarks is a GateError, an interrupted one `Interrupted`,
+never a verdict.
+
+The child pytest runs in a process group of its own, and each interrupt (or termination) the tool
+receives is passed to it once: pytest then ends its session itself, storing what it measured as
+partial and saying so, instead of being killed by the tool mid-write.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from perf.storage import ROOT
+from perf.storage import ROOT, partial_name
 from perf.tools.results import GateError, Results, load_results
 
 # pytest exit codes that are not a failed run: 0 all passed or skipped, 5 nothing collected.
 PYTEST_OK = (0, 5)
+PYTEST_INTERRUPTED = 2
+# The exit code of a tool that was interrupted, as a shell gives a command ended by SIGINT.
+EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 # Runs `python -m pytest ARGS --benchmark-json=PATH`; returns pytest's exit code.
 Runner = Callable[[Sequence[str], Path], int]
 
 
+class Interrupted(Exception):
+    """A tool's run ended by an interrupt: it says what was kept, the tool ends with EXIT_INTERRUPTED."""
+
+
+@contextlib.contextmanager
+def forwarding_signals(process: subprocess.Popen) -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM received here go to `process` instead, once each."""
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run_pytest(args: Sequence[str], json_path: Path) -> int:
     """The default runner: pytest in the repository root, its output on this terminal."""
     command = [sys.executable, "-m", "pytest", *args, f"--benchmark-json={json_path}"]
-    return subprocess.run(command, cwd=ROOT, check=False).returncode
+    process = subprocess.Popen(command, cwd=ROOT, process_group=0)  # a Ctrl-C reaches it from here only
+    with forwarding_signals(process):
+        return process.wait()
 
 
 def is_selection(arg: str) -> bool:
@@ -37,21 +70,60 @@ def with_selection(args: Sequence[str]) -> list[str]:
     return list(args) if any(map(is_selection, args)) else ["perf/", *args]
 
 
+def pytest_device(args: Sequence[str]) -> str:
+    """--device's value among pytest arguments ('auto' where it is not there)."""
+    for i, arg in enumerate(args):
+        if arg == "--device" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--device="):
+            return arg.removeprefix("--device=")
+    return "auto"
+
+
 def measure(runner: Runner, args: Sequence[str], role: str, save: Path | None = None) -> Results:
-    """Run the benchmarks and read their results; `save` keeps a copy of the result file."""
-    with tempfile.TemporaryDirectory(prefix="perf-run-") as folder:
-        json_path = Path(folder) / "results.json"
-        code = runner(list(args), json_path)
+    """Run the benchmarks and read their results. With `save` the run writes its result file there (whole,
+    or its partial results beside it where it was stopped); without, into a temporary folder, kept only
+    to hold such partial results."""
+    if save is not None:
+        try:
+            save.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise GateError(f"{save}: cannot write into its folder ({err.strerror or err})") from None
+    folder: Path | None = Path(tempfile.mkdtemp(prefix="perf-run-"))
+    json_path = save or folder / "results.json"
+    try:
         shown = " ".join(["pytest", *args])
+        try:
+            code = runner(list(args), json_path)
+        except KeyboardInterrupt:  # a runner of its own that lets the interrupt through
+            code = PYTEST_INTERRUPTED
         if code not in PYTEST_OK:
-            raise GateError(f"`{shown}` failed with exit code {code}; no verdict on a failed run")
+            partial = partial_name(json_path)
+            kept = f"its partial results are in {partial}" if partial.is_file() else "it stored no results"
+            if partial.is_file() and save is None:
+                folder = None  # kept: the partial results are in it
+            if code == PYTEST_INTERRUPTED:
+                raise Interrupted(f"`{shown}` was interrupted; {kept}")
+            raise GateError(f"`{shown}` failed with exit code {code}; no verdict on a failed run ({kept})")
         if not json_path.is_file():
             raise GateError(f"`{shown}` ran no benchmark (exit code {code}); check the selection")
-        results = load_results(json_path, role)
-        if save is not None:
-            try:
-                save.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(json_path, save)
-            except OSError as err:
-                raise GateError(f"--save {save}: cannot write the results ({err.strerror or err})") from None
-        return results
+        return load_results(json_path, role)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def tool_main(prog: str, body: Callable[[], int]) -> int:
+    """Run a tool's command line: a refusal is one line and exit 2, an interrupt one line and
+    EXIT_INTERRUPTED, with no traceback and no file half-written (every file is written whole)."""
+    try:
+        return body()
+    except GateError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except Interrupted as err:
+        print(f"{prog}: interrupted: {err}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED

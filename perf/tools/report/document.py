@@ -20,13 +20,16 @@ import math
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from perf.storage import BASELINES, write_whole
 from perf.tables.format import Info, fmt
 from perf.tables.summary import SUMMARY_TABLES
-from perf.tools.regression_rule import THRESHOLD, Z
+from perf.tools.changes import Rule
+from perf.tools.noise import gpu_thresholds
+from perf.tools.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
 from perf.tools.report import figures
 from perf.tools.report.comparison import compare, comparison_blocks, shown
 from perf.tools.report.figures import Plot
@@ -42,6 +45,7 @@ from perf.tools.report.render import (
     markdown,
 )
 from perf.tools.results import GateError, Results, check_same_machine, load_results
+from perf.tools.runs import tool_main
 
 REPORT_DIR = Path("reports")  # ignored by git (.gitignore: /reports/)
 
@@ -247,19 +251,19 @@ def prepare_out(out: Path) -> None:
 
 
 def _write(path: Path, text: str) -> None:
-    # Written beside and renamed: an interrupted write leaves no report that looks complete.
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    write_whole(path, text.encode("utf-8"))  # an interrupted write leaves no report that looks complete
 
 
-def write_report(current: Run, baseline: Run | None, out: Path, threshold: float, z: float) -> list[Path]:
-    """Plots, report.md and report.html in `out`; returns the two reports' paths."""
+def write_report(
+    current: Run, baseline: Run | None, out: Path, rule: Rule, notes: Sequence[str] = ()
+) -> list[Path]:
+    """Plots, report.md and report.html in `out`; returns the two reports' paths. `rule` judges the
+    current run against the baseline as the gate does; `notes` say where its GPU-time thresholds came from."""
     try:
         comparison_part: list[Block] = []
         if baseline is not None:
-            comparison = compare(baseline.results, current.results, threshold, z)
-            comparison_part = comparison_blocks(comparison, threshold, z, out)
+            comparison = compare(baseline.results, current.results, rule, notes)
+            comparison_part = comparison_blocks(comparison, out)
         plots = make_plots(current.infos, out)
         blocks = document(current, baseline, plots, comparison_part)
         paths = [out / "report.md", out / "report.html"]
@@ -291,6 +295,20 @@ def _parser() -> argparse.ArgumentParser:
         help=f"relative change marked slower or faster, in (0, 1) ({THRESHOLD})",
     )
     parser.add_argument("--z", type=float, default=Z, help=f"noise bound in standard errors, > 0 ({Z})")
+    parser.add_argument(
+        "--host-bound-threshold",
+        type=float,
+        metavar="FRACTION",
+        default=HOST_BOUND_THRESHOLD,
+        help="the wall-time threshold of benchmarks host-bound in the baseline, in (0, 1) "
+        f"({HOST_BOUND_THRESHOLD})",
+    )
+    parser.add_argument(
+        "--noise",
+        metavar="FILE|off",
+        help="the runner's noise file, which sets each benchmark's GPU-time threshold as in the gate "
+        "(default: baselines/<gpu>/noise.json where it exists; off: --threshold for every GPU time)",
+    )
     return parser
 
 
@@ -300,30 +318,40 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
         raise GateError(f"--threshold {options.threshold:g}: accepted is a fraction > 0 and < 1, e.g. 0.05")
     if not 0 < options.z < math.inf:
         raise GateError(f"--z {options.z:g}: accepted is a positive number of standard errors, e.g. 3")
+    if not 0 < options.host_bound_threshold < 1:
+        raise GateError(
+            f"--host-bound-threshold {options.host_bound_threshold:g}: "
+            "accepted is a fraction > 0 and < 1, e.g. 0.3"
+        )
     if options.out is None:
         options.out = REPORT_DIR / options.result.stem
     return options
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command line; returns the exit code (0 report written, 2 none)."""
-    try:
+def main(argv: Sequence[str] | None = None, baselines_dir: Path = BASELINES) -> int:
+    """The command line; returns the exit code (0 report written, 2 none, 130 interrupted). `baselines_dir`
+    holds the noise files."""
+
+    def write() -> int:
         options = _options(sys.argv[1:] if argv is None else argv)
         current = load_run(options.result, "result")
-        baseline = None
+        baseline, notes = None, []
+        rule = Rule(options.threshold, options.z, options.host_bound_threshold)
         if options.baseline is not None:
             baseline = load_run(options.baseline, "--baseline")
             check_same_machine(baseline.results, current.results, f"result {options.result}")
+            # The GPU-time thresholds the gate would take: the runner's noise file where there is one.
+            thresholds = gpu_thresholds(options.noise, baseline.results, options.threshold, baselines_dir)
+            rule, notes = replace(rule, gpu=thresholds), thresholds.summary()
         missing = figures.matplotlib_missing()
         if missing:
             raise GateError(missing)
         prepare_out(options.out)
-        paths = write_report(current, baseline, options.out, options.threshold, options.z)
-    except GateError as err:
-        print(f"perf.tools.report: error: {err}", file=sys.stderr)
-        return 2
-    print(f"report: {' and '.join(map(str, paths))}")
-    return 0
+        paths = write_report(current, baseline, options.out, rule, notes)
+        print(f"report: {' and '.join(map(str, paths))}")
+        return 0
+
+    return tool_main("perf.tools.report", write)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ its own per plot, not pyplot's, so nothing global is kept between reports.
 from __future__ import annotations
 
 import importlib.util
+import io
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perf.storage import write_whole
 from perf.tables.format import Info
 
 DPI = 100
@@ -70,7 +72,9 @@ def finish_figure(
     """Title, legend and file of a figure; the Plot that the report shows it by."""
     figure.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=10)
     _legend(figure, axes)
-    figure.savefig(out / file, dpi=DPI)
+    image = io.BytesIO()
+    figure.savefig(image, format="png", dpi=DPI)
+    write_whole(out / file, image.getvalue())  # an interrupt leaves no half-written plot
     return Plot(file, f"{title}, {subtitle}" if subtitle else title, caption)
 
 

@@ -1,0 +1,82 @@
+"""An interrupt (Ctrl-C, SIGINT) always ends the run as interrupted, wherever it lands.
+
+Python raises KeyboardInterrupt wherever the main thread is when the signal's handler runs. Where that is
+a weakref or finalizer callback (torch.compile starting, a tensor freed) Python prints the exception and
+drops it, and code that catches BaseException can drop it too: the run would go on and store its
+results as whole. Here the handler also records the signal; the run then ends as interrupted at the next
+test boundary, or at its end, whatever became of the exception, and the test it arrived in is left out
+of the partial results (perf/plugin/result_files.py).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+import pytest
+
+# The node id of the test running when each interrupt arrived (None: between tests), in order.
+_arrived: list[str | None] = []
+_running: list[str] = []  # the test running now, if any
+_installed: list[object] = []  # the handler replaced, while ours is installed
+
+
+def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    _arrived.append(_running[-1] if _running else None)
+    raise KeyboardInterrupt
+
+
+def received() -> bool:
+    """Whether an interrupt arrived during this run."""
+    return bool(_arrived)
+
+
+def tests_interrupted() -> set[str]:
+    """The tests an interrupt arrived in: their results are not whole, whatever their outcome."""
+    return {name for name in _arrived if name is not None}
+
+
+def exit_status(session: pytest.Session, exitstatus: int) -> int:
+    """The session's exit status, INTERRUPTED where an interrupt arrived and was dropped on its way."""
+    if received() and exitstatus != pytest.ExitCode.INTERRUPTED:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED  # what pytest returns once the session ends
+        return pytest.ExitCode.INTERRUPTED
+    return exitstatus
+
+
+def _raise_if_dropped() -> None:
+    if received():
+        where = _arrived[0] or "between tests"
+        raise KeyboardInterrupt(
+            f"an interrupt (SIGINT) arrived in {where} and was dropped there (inside a callback, or caught); "
+            "the run ends as interrupted"
+        )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Record interrupts where Python's own handler is in place (not where SIGINT is ignored, as in a
+    background job, or handled by the caller)."""
+    _arrived.clear()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if in_main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        _installed[:] = [signal.signal(signal.SIGINT, _on_interrupt)]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _installed and signal.getsignal(signal.SIGINT) is _on_interrupt:
+        signal.signal(signal.SIGINT, _installed.pop())
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """An interrupt that reached pytest ends the session itself; one that was dropped ends it here."""
+    _raise_if_dropped()
+    _running.append(item.nodeid)
+    try:
+        result = yield
+    finally:
+        _running.pop()
+    _raise_if_dropped()
+    return result

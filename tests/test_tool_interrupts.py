@@ -1,0 +1,69 @@
+"""A Ctrl-C during a tool's pytest run (perf/tools/runs.py): the tool passes it to pytest, which stores its
+partial results and says so; the tool then ends with one line and exit code 130, no traceback, and no
+result file but the partial one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A tool in miniature: perf/tools/runs.py's measure and tool_main around one run of the sample benchmarks.
+DRIVER = """
+import sys
+from pathlib import Path
+from perf.tools.runs import measure, run_pytest, tool_main
+args = ["-p", "no:cacheprovider", "-q", "--benchmark-max-time=0.02"]
+args += ["tests/harness_samples/interrupted_bench.py"]
+sys.exit(tool_main("perf.tools.x", lambda: measure(run_pytest, args, "run", save=Path(sys.argv[1])) and 0))
+"""
+
+
+def test_ctrl_c_reaches_pytest_once_and_the_tool_says_one_line(tmp_path):
+    save, marker = tmp_path / "current.json", tmp_path / "waiting"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "STOP": "wait"}
+    tool = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(save)],
+        cwd=ROOT,
+        env={**env, "MARKER": str(marker)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists() and tool.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), "the benchmark never started waiting"
+        tool.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the tool's process group
+        out, err = tool.communicate(timeout=120)
+    finally:
+        tool.kill()
+    partial = tmp_path / "current.partial.json"
+    assert tool.returncode == 130, out + err
+    assert err.splitlines()[-1] == (
+        f"perf.tools.x: interrupted: `pytest {' '.join(DRIVER_ARGS)}` was interrupted; "
+        f"its partial results are in {partial}"
+    ), err
+    assert "Traceback" not in err and f"Wrote benchmark data in: {partial}" in err  # pytest's own line
+    assert "results not stored whole: the session ended with exit code 2 (interrupted)" in " ".join(
+        out.split()
+    )
+    assert not save.exists()
+    assert [b["name"] for b in json.loads(partial.read_text())["benchmarks"]] == ["test_first", "test_second"]
+    assert not list(tmp_path.glob(".*.writing"))
+
+
+DRIVER_ARGS = [
+    "-p",
+    "no:cacheprovider",
+    "-q",
+    "--benchmark-max-time=0.02",
+    "tests/harness_samples/interrupted_bench.py",
+]
