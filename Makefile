@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
+# Which releases of pyproject.toml's ranges the environment gets: newest (what a new user gets) or lowest.
+# torch and triton that python3 already has are reused either way. One VENV per RESOLVE.
+RESOLVE ?= newest
+STAMP := $(VENV)/.suite-ready$(if $(filter-out newest,$(RESOLVE)),-$(RESOLVE))
 
 .PHONY: env test bench baseline gate noise report clean-env
 
-env: $(VENV)/.suite-ready
+env: $(STAMP)
 
-$(VENV)/.suite-ready: pyproject.toml scripts/bootstrap_env.py
-	$(PYTHON) scripts/bootstrap_env.py $(VENV)
+$(STAMP): pyproject.toml scripts/bootstrap_env.py
+	$(PYTHON) scripts/bootstrap_env.py $(VENV) --resolve $(RESOLVE)
 
 # Correctness tests (CPU is enough; Triton kernels run through its interpreter). tests/ is pytest.ini's
 # testpaths, run when ARGS names no path: a path in ARGS selects instead of it. A process per core

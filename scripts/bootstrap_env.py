@@ -1,6 +1,13 @@
 """Create the suite's virtual environment, reusing any torch the calling Python already has.
 
-    python3 scripts/bootstrap_env.py [VENV_DIR]      (default .venv; `make` calls this)
+    python3 scripts/bootstrap_env.py [VENV_DIR] [--resolve newest|lowest]   (default .venv, newest;
+                                                                            `make env` calls this)
+
+The project's other dependencies are resolved for the venv itself, whatever the calling Python has:
+`newest` (the default) installs the newest releases pyproject.toml allows, as a new user gets them;
+`lowest` the lower bound of each range (CI checks both ends). torch and triton are the exception: one
+the calling Python has is reused, never replaced (a GPU runner's build, and the triton it was built
+with). The releases the venv ended with are printed.
 
 Why not `python3 -m venv --system-site-packages`: on GPU runners the system `python3` is often
 itself a virtual environment holding a CUDA build of torch, and a venv made from it would see
@@ -19,6 +26,7 @@ Offline installs: pip honours PIP_NO_INDEX=1 and PIP_FIND_LINKS=/path/to/wheels.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import site
@@ -30,7 +38,17 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STAMP = ".suite-ready"
+RESOLUTIONS = ("newest", "lowest")
+# Bound to the torch build: reused where the calling Python has them, installed at the newest otherwise.
+BUILD_BOUND = ("torch", "triton")
+# Printed once the venv is ready: what decides how the suite behaves.
+SHOWN = ("torch", "triton", "pytest", "pytest-benchmark", "pytest-xdist", "hypothesis", "nvidia-ml-py")
+SHOWN += ("matplotlib", "numpy")
+
+
+def stamp(resolve: str) -> str:
+    """The file `make env` checks for: `.suite-ready`, or `.suite-ready-lowest`."""
+    return ".suite-ready" if resolve == "newest" else f".suite-ready-{resolve}"
 
 
 def parent_site_dirs() -> list[str]:
@@ -70,11 +88,47 @@ def project_dependencies() -> list[str]:
         return tomllib.load(f)["project"]["dependencies"]
 
 
+def requirement_name(spec: str) -> str:
+    """The distribution a requirement names: 'pytest-benchmark>=5.1,<6' -> 'pytest-benchmark'."""
+    return spec.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0].split("!")[0].strip()
+
+
+def lowest(spec: str) -> str:
+    """A requirement pinned to its lower bound: 'pytest-benchmark>=5.1,<6' -> 'pytest-benchmark==5.1'."""
+    requirement, _, marker = spec.partition(";")
+    bounds = [part.strip() for part in requirement.split(",")]
+    found = [b.split(">=", 1)[1].strip() for b in bounds if ">=" in b]
+    if not found:
+        raise SystemExit(f"pyproject.toml: {spec!r} has no lower bound (>=) for --resolve lowest")
+    pinned = f"{requirement_name(spec)}=={found[0]}"
+    return f"{pinned};{marker}" if marker else pinned
+
+
+def versions(python: Path) -> str:
+    """The releases the venv imports, of the packages that decide how the suite behaves."""
+    script = (
+        "from importlib import metadata\n"
+        f"for name in {SHOWN!r}:\n"
+        "    try: print(name, metadata.version(name))\n"
+        "    except metadata.PackageNotFoundError: print(name, '(not installed)')\n"
+    )
+    out = subprocess.check_output([str(python), "-c", script]).decode().split("\n")
+    return ", ".join(line for line in out if line)
+
+
 def main() -> int:
-    venv_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / ".venv").resolve()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("venv", nargs="?", default=str(ROOT / ".venv"), help="the folder (.venv)")
+    parser.add_argument(
+        "--resolve", default="newest", help=f"which releases of the ranges: {', '.join(RESOLUTIONS)}"
+    )
+    options = parser.parse_args()
+    if options.resolve not in RESOLUTIONS:
+        parser.error(f"--resolve (RESOLVE) {options.resolve!r}: accepted are {', '.join(RESOLUTIONS)}")
+    venv_dir = Path(options.venv).resolve()
     python = venv_python(venv_dir)
     if not python.exists():
-        print(f"creating {venv_dir} (reusing packages of {sys.executable})", flush=True)
+        print(f"creating {venv_dir} (reusing torch and triton of {sys.executable})", flush=True)
         venv.EnvBuilder(with_pip=True, symlinks=True).create(venv_dir)
         # Appended after the venv's own site-packages: packages installed into the venv win,
         # everything else (a preinstalled torch) comes from the calling interpreter.
@@ -90,22 +144,29 @@ def main() -> int:
         extra = ["--index-url", os.environ["TORCH_INDEX_URL"]] if os.environ.get("TORCH_INDEX_URL") else []
         pip_install(python, *extra, spec)
 
-    pip_install(python, "-q", *project_dependencies())
+    dependencies = project_dependencies()
+    bound = [spec for spec in dependencies if requirement_name(spec) in BUILD_BOUND]
+    rest = [spec for spec in dependencies if requirement_name(spec) not in BUILD_BOUND]
+    pip_install(python, "-q", *bound)  # met by a torch build's own: nothing installed
+    if options.resolve == "newest":
+        # Installed into the venv even where the calling Python has an older release in range.
+        pip_install(python, "-q", "--upgrade", "--upgrade-strategy", "eager", *rest)
+    else:
+        pip_install(python, "-q", *map(lowest, rest))
     # Requirements met by the inherited site-packages install no scripts here, and a `pytest` found
     # further down PATH would run under the other interpreter, without this venv's packages.
     pytest_script = venv_dir / "bin" / "pytest"
     if not pytest_script.exists():
         pytest_script.write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pytest "$@"\n')
         pytest_script.chmod(0o755)
-    (venv_dir / STAMP).write_text("ok\n")
-    version = subprocess.check_output(
-        [
-            str(python),
-            "-c",
-            "import torch; print(torch.__version__, 'cuda' if torch.cuda.is_available() else 'cpu')",
-        ]
+    for other in RESOLUTIONS:
+        (venv_dir / stamp(other)).unlink(missing_ok=True)
+    (venv_dir / stamp(options.resolve)).write_text(f"{options.resolve}\n")
+    device = subprocess.check_output(
+        [str(python), "-c", "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"]
     )
-    print(f"environment ready in {venv_dir}: torch {version.decode().strip()}", flush=True)
+    print(f"environment ready in {venv_dir} ({options.resolve} allowed releases, {device.decode().strip()})")
+    print(f"  {versions(python)}", flush=True)
     return 0
 
 
