@@ -150,7 +150,7 @@ def main() -> int:
     pip_install(python, "-q", *bound)  # met by a torch build's own: nothing installed
     if options.resolve == "newest":
         # Installed into the venv even where the calling Python has an older release in range.
-        pip_install(python, "-q", "--upgrade", "--upgrade-strategy", "eager", *rest)
+        pip_install(python, "-q", "--upgrade", *rest)  # their own dependencies only where needed
     else:
         pip_install(python, "-q", *map(lowest, rest))
     # Requirements met by the inherited site-packages install no scripts here, and a `pytest` found

@@ -19,7 +19,7 @@ import uuid
 import pytest
 import torch
 
-from tests import alone
+from tests import alone, shared_run
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -90,3 +90,4 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     run_id = None if hasattr(config, "workerinput") else config.getoption("testrunuid", None)
     if run_id is not None:
         alone.remove(run_id)
+        shared_run.remove(run_id)

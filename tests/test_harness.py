@@ -17,6 +17,7 @@ import torch
 from perf import harness
 from perf.harness import TimingPolicy, Work, derived_figures, nvtx_range, peak_tflops
 from perf.workloads.lm import ImplUnavailable, lm_workload
+from tests import shared_run
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = "tests/harness_samples/synthetic_bench.py"
@@ -142,23 +143,27 @@ def _child_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 # The synthetic run times sleeps against each other (3 ms and 6 ms), so the tests that read it run alone
-# under pytest-xdist, the first of them running it.
+# under pytest-xdist, the first of them running it once for every worker (tests/shared_run.py).
 times_sleeps = pytest.mark.alone
 
 
 @pytest.fixture(scope="module")
-def synthetic_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("run")
-    out = tmp / "result.json"
-    proc = _child_pytest(
-        tmp,
-        SAMPLES,
-        f"--benchmark-json={out}",
-        f"--benchmark-storage=file://{tmp}/store",
-        "--benchmark-max-time=0.05",
-        "--benchmark-compare",
-    )
-    return proc, out
+def synthetic_run(request) -> tuple[subprocess.CompletedProcess, Path]:
+    def run(folder: Path) -> None:
+        proc = _child_pytest(
+            folder,
+            SAMPLES,
+            f"--benchmark-json={folder / 'result.json'}",
+            f"--benchmark-storage=file://{folder}/store",
+            "--benchmark-max-time=0.05",
+            "--benchmark-compare",
+        )
+        outcome = {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+        (folder / "proc.json").write_text(json.dumps(outcome))
+
+    folder = shared_run.once(request.config, "synthetic-run", run)
+    outcome = json.loads((folder / "proc.json").read_text())
+    return subprocess.CompletedProcess(SAMPLES, **outcome), folder / "result.json"
 
 
 @times_sleeps

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -22,13 +23,20 @@ SLUG = harness.machine_slug(torch.device("cpu"))
 OLD = '{"an earlier run": true}\n'
 
 
+def _child_setup(umask: int) -> None:
+    """The child's umask, and SIGINT as a terminal's job has it: this pytest may ignore it (a background
+    job of a non-interactive shell does), and an ignored signal stays ignored in a child."""
+    os.umask(umask)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def child(
     tmp_path: Path, *args: str, stop: str = "interrupt", umask: int = 0o022
 ) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "STOP": stop}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--benchmark-max-time=0.02", *args],
-        preexec_fn=lambda: os.umask(umask),
+        preexec_fn=lambda: _child_setup(umask),
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -3,6 +3,7 @@ tier, and its patterns each match something; collected from the benchmark files 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from perf.tiers import TIERS, cell_pattern
+from tests import shared_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,8 +43,14 @@ def collected(tier: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def ids() -> dict[str, list[str]]:
-    return {tier: collected(tier) for tier in ("cpu", "pr", "default")}
+def ids(request) -> dict[str, list[str]]:
+    """Each tier's node ids, collected once for every pytest-xdist worker (tests/shared_run.py)."""
+
+    def collect(folder: Path) -> None:
+        found = {tier: collected(tier) for tier in ("cpu", "pr", "default")}
+        (folder / "ids.json").write_text(json.dumps(found))
+
+    return json.loads((shared_run.once(request.config, "tier-ids", collect) / "ids.json").read_text())
 
 
 def test_cell_patterns_treat_brackets_as_text_and_star_as_any_text():

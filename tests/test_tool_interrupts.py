@@ -35,6 +35,8 @@ def test_ctrl_c_reaches_pytest_once_and_the_tool_says_one_line(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # SIGINT as a terminal's job has it, even where this pytest ignores it (a background job).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 240

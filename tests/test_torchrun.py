@@ -21,8 +21,10 @@ import torch
 
 from parallel.launch import free_port
 
-# Each test starts two agents and four ranks whose heartbeats have deadlines: alone under pytest-xdist.
-pytestmark = pytest.mark.alone
+# Each test starts two agents and four ranks whose heartbeats have deadlines: alone under pytest-xdist
+# where they would take every core (a CI machine's 2); beside the other tests on a larger machine.
+SMALL_MACHINE_CORES = 8
+pytestmark = [pytest.mark.alone] if (os.cpu_count() or 1) < SMALL_MACHINE_CORES else []
 
 ROOT = Path(__file__).resolve().parent.parent
 # Seconds a job of 4 ranks on 2 cores may take: importing torch and the suite in each rank is ~10 s.
