@@ -23,11 +23,11 @@ $(STAMP): pyproject.toml scripts/bootstrap_env.py
 # one test at a time in the order collected (load would give a worker a run of them, the compiling ones
 # all to one). Nothing in the tests' own processes is a benchmark (those they start measure):
 # --benchmark-disable, which also keeps pytest-benchmark from warning that xdist disables it.
+# tests/conftest.py turns TRITON_INTERPRET on where torch sees no CUDA GPU, before any kernel is imported.
 TEST_WORKERS ?= auto
 
 test: env
-	TRITON_INTERPRET=$${TRITON_INTERPRET-$$($(PY) -c "import torch; print(0 if torch.cuda.is_available() else 1)")} \
-		$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --benchmark-disable $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --benchmark-disable $(ARGS)
 
 # ARGS go to pytest as they are, and pytest's own parser tells their paths from option values:
 # perf/ is not given as a path but as pytest's testpaths (PERF_TESTPATHS), which pytest runs only when ARGS

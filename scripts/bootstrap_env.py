@@ -74,7 +74,9 @@ def venv_site_packages(python: Path) -> Path:
 
 
 def has_module(python: Path, name: str) -> bool:
-    return subprocess.run([str(python), "-c", f"import {name}"], capture_output=True).returncode == 0
+    """Whether `python` finds the module, without importing it (torch's import takes seconds)."""
+    found = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({name!r}) is None)"
+    return subprocess.run([str(python), "-c", found], capture_output=True).returncode == 0
 
 
 def pip_install(python: Path, *args: str) -> None:
@@ -145,14 +147,18 @@ def main() -> int:
         pip_install(python, *extra, spec)
 
     dependencies = project_dependencies()
-    bound = [spec for spec in dependencies if requirement_name(spec) in BUILD_BOUND]
+    # torch and triton only where missing (a torch build's own are reused); the rest installed into the
+    # venv even where the calling Python has an older release in range, their own needs only where needed.
+    missing = [
+        s
+        for s in dependencies
+        if requirement_name(s) in BUILD_BOUND and not has_module(python, requirement_name(s))
+    ]
     rest = [spec for spec in dependencies if requirement_name(spec) not in BUILD_BOUND]
-    pip_install(python, "-q", *bound)  # met by a torch build's own: nothing installed
     if options.resolve == "newest":
-        # Installed into the venv even where the calling Python has an older release in range.
-        pip_install(python, "-q", "--upgrade", *rest)  # their own dependencies only where needed
+        pip_install(python, "-q", "--upgrade", *missing, *rest)
     else:
-        pip_install(python, "-q", *map(lowest, rest))
+        pip_install(python, "-q", *missing, *map(lowest, rest))
     # Requirements met by the inherited site-packages install no scripts here, and a `pytest` found
     # further down PATH would run under the other interpreter, without this venv's packages.
     pytest_script = venv_dir / "bin" / "pytest"
@@ -162,10 +168,7 @@ def main() -> int:
     for other in RESOLUTIONS:
         (venv_dir / stamp(other)).unlink(missing_ok=True)
     (venv_dir / stamp(options.resolve)).write_text(f"{options.resolve}\n")
-    device = subprocess.check_output(
-        [str(python), "-c", "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"]
-    )
-    print(f"environment ready in {venv_dir} ({options.resolve} allowed releases, {device.decode().strip()})")
+    print(f"environment ready in {venv_dir} ({options.resolve} allowed releases)")
     print(f"  {versions(python)}", flush=True)
     return 0
 

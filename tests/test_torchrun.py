@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -36,12 +37,17 @@ DISTRIBUTED_FILES = ["perf/test_allreduce.py", "perf/test_collectives.py", "perf
 
 
 def _torchrun(nodes: int, per_node: int, pytest_args: list[str], env: dict[str, str], timeout_s: float):
-    """Start `nodes` torchrun agents that join one rendezvous; (exit codes, outputs, seconds)."""
+    """Start `nodes` torchrun agents that join one rendezvous; (exit codes, outputs, seconds). Once they
+    end, no process of the job may be left."""
     port = free_port()
+    # Every process of this job carries its id on its command line, so that the check for processes left
+    # over sees this job's alone, whatever else runs beside it.
+    job = f"perf-test-{uuid.uuid4().hex[:12]}"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--nproc-per-node",
         str(per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id",
-        "perf-test", "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.launch_faults", *pytest_args,
+        job, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.launch_faults", f"--junit-prefix={job}",
+        *pytest_args,
     ]  # fmt: skip
     start = time.monotonic()
     agents = []
@@ -71,17 +77,15 @@ def _torchrun(nodes: int, per_node: int, pytest_args: list[str], env: dict[str, 
             if agent.poll() is None:
                 os.killpg(agent.pid, signal.SIGKILL)
                 agent.wait()
-    return [a.returncode for a in agents], outputs, time.monotonic() - start
+    seconds = time.monotonic() - start
+    left = subprocess.run(["pgrep", "-f", job], capture_output=True, text=True).stdout.split()
+    assert not left, f"processes of the job left running: {left}"
+    return [a.returncode for a in agents], outputs, seconds
 
 
 def _rank0(outputs: list[str]) -> str:
     (output,) = [o for o in outputs if "perf: launched by torchrun: rank 0 of" in o]
     return output
-
-
-def _left_over() -> list[str]:
-    found = subprocess.run(["pgrep", "-f", "tests.launch_faults"], capture_output=True, text=True)
-    return found.stdout.split()
 
 
 @pytest.mark.slow
@@ -133,7 +137,6 @@ def test_two_nodes_measure_across_all_ranks_and_only_rank_0_stores(tmp_path):
         "single", "naive", "flat", "individual", "torch_ddp"
     }  # fmt: skip
     assert all(x["world_size"] == 4 for x in infos.values())
-    assert not _left_over()
 
 
 @pytest.mark.slow
@@ -149,7 +152,6 @@ def test_a_killed_rank_ends_the_job_and_rank_0_names_it():
     assert seconds < KILLED_RANK_S + 20  # the agents' start and the ranks' imports come before it
     rank0 = _rank0(outputs)
     assert "rank 3 ended" in rank0 and "its heartbeat stopped" in rank0, rank0
-    assert not _left_over()
 
 
 @pytest.mark.slow
@@ -172,7 +174,6 @@ def test_a_killed_rank_under_nccl_ends_the_job_and_rank_0_names_it(capsys):
     assert seconds < KILLED_RANK_S + 20
     rank0 = _rank0(outputs)
     assert "rank 1 ended" in rank0 and "its heartbeat stopped" in rank0, rank0
-    assert not _left_over()
     with capsys.disabled():  # what the job took, for reports of this path on GPUs
         print(f"\nkilled rank under NCCL: the job ended after {seconds:.1f} s, rank 0 printed:")
         print("\n".join(line for line in rank0.splitlines() if "rank 1" in line or "heartbeat" in line))
@@ -193,7 +194,6 @@ def test_a_rank_that_raises_ends_the_job_and_rank_0_shows_its_error():
         "rank 1 raised" in rank0
         and "ArithmeticError: deliberate fault in rank 1 at its all-reduce 5" in rank0
     )
-    assert not _left_over()
 
 
 def test_the_launcher_commands_in_the_docs_name_every_distributed_benchmark_file():
