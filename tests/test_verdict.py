@@ -132,6 +132,15 @@ def test_a_failing_pull_request_says_what_failed_and_why_in_its_first_25_lines(t
         assert name.split("::")[-1] in head, name
     assert GEMM in head
     assert sorted(section(out, "regressions")) == sorted(short(name) for name in TRAIN_STEPS)
+    # Why, before the regressions are listed: the kernel that grew in all of them, launched more often.
+    lines = out.splitlines()
+    why = next(i for i, line in enumerate(lines) if line.startswith("why: "))
+    assert why < next(i for i, line in enumerate(lines) if line.startswith("regressions ("))
+    first = lines[why + 1]
+    assert (
+        first.startswith(f"  in {len(TRAIN_STEPS)}: +")
+        and f"launched more in {len(TRAIN_STEPS)}: {GEMM}" in first
+    )
 
 
 def test_the_verdict_keeps_to_120_characters_and_says_a_shared_reason_once(tmp_path, capsys):

@@ -151,6 +151,11 @@ def kernel_changes(
     return changes[:limit]
 
 
+def changes_between(baseline_info: object, current_info: object) -> list[KernelChange] | str:
+    """`kernel_changes` of two runs' extra_info of one benchmark, or why there are none."""
+    return kernel_changes(_side_rows(baseline_info), _side_rows(current_info))
+
+
 def no_breakdown_reason(baseline_info: object, current_info: object) -> str | None:
     """Why the kernels of one benchmark cannot be compared between the two runs' extra_info, or None."""
     for info, side in ((baseline_info, BASELINE), (current_info, CURRENT)):
@@ -204,6 +209,12 @@ def busy_time(baseline_info: object, current_info: object) -> str:
     return f"GPU busy time {_ms(base_ms)} -> {_ms(current_ms)} ms per call{share}"
 
 
+def _fit(kernel: str, room: int) -> str:
+    """A kernel's name in `room` characters: its start and its last 6 (the hash of a shortened name)."""
+    room = max(room, 24)
+    return kernel if len(kernel) <= room else f"{kernel[: room - 7]}…{kernel[-6:]}"
+
+
 def explanation_lines(
     name: str, baseline_info: object, current_info: object, limit: int = LIMIT, width: int | None = None
 ) -> list[str]:
@@ -223,7 +234,8 @@ def explanation_lines(
 
     def line(cells: list[str] | tuple[str, ...]) -> str:
         numbers = "  ".join(cell.rjust(w) for cell, w in zip(cells, WIDTHS, strict=False))
-        return f"    {numbers}  {cells[-1]}"
+        start = f"    {numbers}  "
+        return start + (cells[-1] if width is None else _fit(cells[-1], width - len(start)))
 
     lines += [line(HEADER), *(line(cells) for cells in rows)]
     if any(MISSING in (cells[1], cells[2]) for cells in rows):

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perf.storage import BASELINES, machine_folder, recorded_on_cpu, write_whole
+from perf.storage import BASELINES, ROOT, machine_folder, recorded_on_cpu, write_whole
 from perf.tools.regression_rule import GPU, GPU_FLOOR, WALL, Threshold
 from perf.tools.results import GateError, Results, check_same_machine, load_results, this_machine
 from perf.tools.runs import Runner, measure, pytest_device, run_pytest, tool_main, with_selection
@@ -222,13 +222,13 @@ def gpu_thresholds(
     """The thresholds of --noise: 'off', a file, or (None) the noise file beside the baseline's GPU's
     baselines. A missing, damaged or other GPU's file is a note and the fallback, never a failure."""
     fall_back = f"GPU time judged at --threshold {fallback:.0%}"
+    path = Path(option) if option and option != "off" else noise_path(baseline, baselines_dir)
+    shown = path.relative_to(ROOT) if path.is_absolute() and path.is_relative_to(ROOT) else path
     if option == "off":
         return GpuThresholds(fallback, notes=[f"noise: off (--noise off); {fall_back}"])
-    path = Path(option) if option else noise_path(baseline, baselines_dir)
     if option is None and not path.is_file():
         return GpuThresholds(
-            fallback,
-            notes=[f"noise: no noise file at {path}; {fall_back} (measure one: make noise ARGS='--tier pr')"],
+            fallback, notes=[f"noise: no {shown}: {fall_back} (`make noise` measures it)"]
         )
     try:
         noise = load_noise(path)
@@ -238,16 +238,16 @@ def gpu_thresholds(
         return GpuThresholds(
             fallback,
             notes=[
-                f"noise: not used, {path} was measured on {noise.gpu}, the baseline on {baseline.machine}; "
+                f"noise: not used, {shown} was measured on {noise.gpu}, the baseline on {baseline.machine}; "
                 f"{fall_back}"
             ],
         )
     if not noise.gpu_spread:  # written before such files were refused: it sets no threshold
         return GpuThresholds(
-            fallback, notes=[f"noise: not used, {path} has no benchmark with GPU time; {fall_back}"]
+            fallback, notes=[f"noise: not used, {shown} has no benchmark with GPU time; {fall_back}"]
         )
     note = (
-        f"noise: {path} ({noise.runs} runs, {noise.created or 'undated'}): GPU time judged at "
+        f"noise: {shown} ({noise.runs} runs, {noise.created or 'undated'}): GPU time judged at "
         f"max({noise.floor:.1%}, {noise.k:g} x its run-to-run spread)"
     )
     return GpuThresholds(fallback, noise, notes=[note])

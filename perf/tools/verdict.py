@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from perf.tools.changes import Change, Rule
-from perf.tools.kernel_changes import explanation_lines, no_breakdown_reason
+from perf.tools.kernel_changes import OTHER, changes_between, explanation_lines, no_breakdown_reason
 from perf.tools.outcome import (
     FASTER,
     LISTS,
@@ -241,6 +241,32 @@ def explained(
     return [f"{title}:", *lines] if lines else []
 
 
+def why_lines(entries: Sequence[Moved], baseline: Results, current: Results, shown: int = 4) -> list[str]:
+    """The kernels that grew in most of the regressions, their growth summed: why the run failed, said
+    before the regressions are listed one by one (the breakdown of each comes after them)."""
+    before, after = extra_infos(baseline), extra_infos(current)
+    grew: dict[str, list[float]] = {}  # kernel -> [regressions it grew in, us per call summed, launched more]
+    for entry in entries:
+        changes = changes_between(before.get(entry.name), after.get(entry.name))
+        for change in [] if isinstance(changes, str) else changes:
+            if change.change_us > 0 and not change.kernel.startswith(OTHER):
+                found = grew.setdefault(change.kernel, [0, 0.0, 0])
+                found[0] += 1
+                found[1] += change.change_us
+                found[2] += change.change_launches > 0
+    if not grew:
+        return []
+    top = sorted(grew.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))[:shown]
+    lines = [
+        f"why: kernels that grew in most of the {len(entries)} regression(s), their growth per call summed:"
+    ]
+    for kernel, (count, us, more) in top:
+        launched = f", launched more in {more}" if more else ""
+        text = f"  in {count}: +{us / 1e3:.3f} ms{launched}: "
+        lines.append(text + kernel[: max(20, WIDTH - len(text))])
+    return lines
+
+
 def wall_only_lines(outcome: Outcome, listed: bool) -> list[str]:
     if not outcome.wall_only:
         return []
@@ -296,6 +322,7 @@ def report(
     names = short_names([*baseline.timings, *current.timings])
     lines = head(outcome, sides, rule, notes, listing)
     regressions = outcome.regressions
+    lines += why_lines(regressions, baseline, current)
     lines += section(regressions, SLOWER, names, outcome, rule)
     clocked = [c for e in regressions for w, c in e.changes if w == SLOWER and c.figure == GPU]
     clocked = [c for c in clocked if clock_moved(c.baseline, c.current)]
