@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from perf import harness
+from perf.plugin import interrupts
 from perf.tools import gate, report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,6 +101,15 @@ def test_the_dropped_interrupt_is_dropped_by_python_without_the_interrupts_plugi
     assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout + proc.stderr
     assert "KeyboardInterrupt" in proc.stdout + proc.stderr  # printed as unraisable, then dropped
     assert json_file.read_text() != OLD
+
+
+def test_an_interrupt_after_the_results_are_stored_leaves_them_and_says_so_in_one_line(tmp_path):
+    json_file = tmp_path / "results.json"
+    json_file.write_text(OLD)
+    proc = child(tmp_path, SAMPLES, f"--benchmark-json={json_file}", stop="late")
+    assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert interrupts.LATE in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(json.loads(json_file.read_text())["benchmarks"]) == 3
 
 
 def test_a_run_that_ends_well_writes_the_json_file_and_the_next_number(tmp_path, store):

@@ -11,6 +11,7 @@ of the partial results (perf/plugin/result_files.py).
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from types import FrameType
 
@@ -19,10 +20,18 @@ import pytest
 # The node id of the test running when each interrupt arrived (None: between tests), in order.
 _arrived: list[str | None] = []
 _running: list[str] = []  # the test running now, if any
-_installed: list[object] = []  # the handler replaced, while ours is installed
+_ended: list[bool] = []  # set once the session has ended and its results are stored
+LATE = (
+    "perf: an interrupt after the run ended and its results were stored: they stand; "
+    "another interrupt stops the clean-up"
+)
 
 
 def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    if _ended and not _arrived:  # the clean-up after a finished run: said, not raised, the first time
+        _arrived.append(None)
+        print(LATE, file=sys.stderr, flush=True)
+        return
     _arrived.append(_running[-1] if _running else None)
     raise KeyboardInterrupt
 
@@ -59,14 +68,18 @@ def pytest_configure(config: pytest.Config) -> None:
     """Record interrupts where Python's own handler is in place (not where SIGINT is ignored, as in a
     background job, or handled by the caller)."""
     _arrived.clear()
+    _ended.clear()
     in_main_thread = threading.current_thread() is threading.main_thread()
-    if in_main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        _installed[:] = [signal.signal(signal.SIGINT, _on_interrupt)]
+    if in_main_thread and signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _on_interrupt):
+        signal.signal(signal.SIGINT, _on_interrupt)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _installed and signal.getsignal(signal.SIGINT) is _on_interrupt:
-        signal.signal(signal.SIGINT, _installed.pop())
+    """The session has ended and stored its results (pytest_sessionfinish): an interrupt in the clean-up
+    that follows (pytest's last garbage collections, the interpreter's exit) no longer changes them, so
+    the first is said in one line instead of a traceback, and the run keeps its exit status."""
+    if not _arrived:
+        _ended.append(True)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

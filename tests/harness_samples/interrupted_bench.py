@@ -2,8 +2,10 @@
 finish, then one that STOP cuts off in the middle of its timed rounds:
 - interrupt: a KeyboardInterrupt; failure: an exception; none: nothing, it runs through;
 - dropped: a real SIGINT inside a weakref callback, where Python prints the KeyboardInterrupt and drops it;
-- wait: it touches the file MARKER and waits for a signal from outside."""
+- wait: it touches the file MARKER and waits for a signal from outside;
+- late: a real SIGINT once the run has ended and stored its results, as the interpreter exits."""
 
+import atexit
 import os
 import signal
 import time
@@ -30,13 +32,19 @@ class _Freed:
 
 
 def _interrupt_inside_callback(ref: weakref.ref) -> None:
+    _interrupt_now()  # inside the callback: Python prints and drops the KeyboardInterrupt
+
+
+def _interrupt_now() -> None:
     os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(0.05)  # the handler runs here, inside the callback: Python prints and drops its exception
+    time.sleep(0.05)  # the handler runs here
 
 
 def test_cut_off(bench):
     calls = []
     stop = os.environ.get("STOP", "interrupt")
+    if stop == "late":
+        atexit.register(_interrupt_now)
 
     def fn():
         calls.append(1)
