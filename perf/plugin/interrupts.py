@@ -20,7 +20,7 @@ import pytest
 # The node id of the test running when each interrupt arrived (None: between tests), in order.
 _arrived: list[str | None] = []
 _running: list[str] = []  # the test running now, if any
-_ended: list[bool] = []  # set once the session has ended and its results are stored
+_ended: list[bool] = []  # set once the session's results are stored
 LATE = (
     "perf: an interrupt after the run ended and its results were stored: they stand; "
     "another interrupt stops the clean-up"
@@ -74,12 +74,18 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, _on_interrupt)
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """The session has ended and stored its results (pytest_sessionfinish): an interrupt in the clean-up
-    that follows (pytest's last garbage collections, the interpreter's exit) no longer changes them, so
-    the first is said in one line instead of a traceback, and the run keeps its exit status."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary() -> None:
+    """The session's results are stored by now: pytest-benchmark writes them in pytest_sessionfinish,
+    before the terminal summary. An interrupt from here on (the summary, pytest's last garbage
+    collections, the interpreter's exit) no longer changes them, so the first is said in one line
+    instead of a traceback, and the run keeps its exit status."""
     if not _arrived:
         _ended.append(True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    pytest_terminal_summary()  # where no terminal summary was written (-p no:terminal)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
