@@ -59,8 +59,8 @@ def _check_baseline(config: pytest.Config, device: torch.device, folder: Path) -
         if not stored:
             _no_comparison(
                 config,
-                f"no stored baseline for {folder.name} (looked in {_shown(folder)}/). This run is not "
-                f"compared; save one with `make baseline NAME=...` ({SAVE_COMMAND} without make).",
+                f"no stored baseline for {folder.name} in {_shown(folder.parent)}/: this run is not compared;"
+                f"\n  save one with `make baseline NAME=...` ({SAVE_COMMAND} without make).",
             )
             return
         candidates = [stored[-1]]
