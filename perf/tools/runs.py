@@ -51,12 +51,18 @@ def forwarding_signals(process: subprocess.Popen) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run_pytest(args: Sequence[str], json_path: Path) -> int:
-    """The default runner: pytest in the repository root, its output on this terminal."""
+def run_pytest_in(tree: Path, args: Sequence[str], json_path: Path) -> int:
+    """pytest started in `tree` (a checkout: its pytest.ini makes it the import root) by this Python, its
+    output on this terminal; returns pytest's exit code."""
     command = [sys.executable, "-m", "pytest", *args, f"--benchmark-json={json_path}"]
-    process = subprocess.Popen(command, cwd=ROOT, process_group=0)  # a Ctrl-C reaches it from here only
+    process = subprocess.Popen(command, cwd=tree, process_group=0)  # a Ctrl-C reaches it from here only
     with forwarding_signals(process):
         return process.wait()
+
+
+def run_pytest(args: Sequence[str], json_path: Path) -> int:
+    """The default runner: pytest in the repository root."""
+    return run_pytest_in(ROOT, args, json_path)
 
 
 def is_selection(arg: str) -> bool:
