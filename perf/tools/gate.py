@@ -4,6 +4,7 @@ are larger than a threshold, larger than the runs' own noise, and still there wh
     python -m perf.tools.gate                            # run perf/; this machine's newest baseline
     python -m perf.tools.gate -- -k forward --tier full  # pytest arguments after --
     python -m perf.tools.gate --baseline OLD.json --current NEW.json
+    python -m perf.tools.gate --base main -- --tier pr  # A/B: main and this tree alternately (perf/tools/ab.py)
 
 Exit codes: 0 no regression, 1 at least one regression, 2 no verdict (bad input, failed pytest run).
 """
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from perf.storage import BASELINES, write_whole
+from perf.tools import ab, ab_verdict
 from perf.tools.changes import Rule, compare, confirm
 from perf.tools.noise import gpu_thresholds
 from perf.tools.outcome import LISTS, classify, describe
@@ -40,6 +42,7 @@ from perf.tools.runs import (
     with_selection,
 )
 from perf.tools.verdict import report
+from perf.tools.worktrees import runner_in
 from perf.tools.verdict_markdown import summary
 
 
@@ -97,6 +100,20 @@ def _parser() -> argparse.ArgumentParser:
         help="the runner's noise file, which sets each benchmark's GPU-time threshold (default: "
         "baselines/<gpu>/noise.json where it exists; off: --threshold for every GPU time)",
     )
+    parser.add_argument(
+        "--base",
+        metavar="REF",
+        help="A/B: measure commit REF and this working tree alternately on this machine, instead of comparing "
+        "with a stored baseline (docs/gate.md); --save is then a folder for every run's result file",
+    )
+    parser.add_argument(
+        "--max-pairs",
+        type=int,
+        metavar="N",
+        default=ab.MAX_PAIRS,
+        help=f"with --base: pairs of runs at most, the first two (ABBA) for all, the rest for the undecided "
+        f"({ab.MAX_PAIRS})",
+    )
     parser.add_argument("--z", type=float, default=Z, help=f"noise bound in standard errors, > 0 ({Z:g})")
     parser.add_argument(
         "--remeasure", type=int, metavar="N", default=2, help="times a suspect is measured again, >= 0 (2)"
@@ -151,6 +168,8 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
     if options.remeasure < 0:
         raise GateError(f"--remeasure {options.remeasure}: accepted is an integer >= 0")
     options.listing = _listing(options.list)
+    if options.base is not None:
+        ab.check_options(options, argv[:split])
     if options.markdown is not None and options.markdown.is_dir():
         raise GateError(f"--markdown {options.markdown}: a folder; give the file to write the summary to")
     if options.link is not None and options.markdown is None:
@@ -223,12 +242,16 @@ def main(
     runner: Runner = run_pytest,
     baselines_dir: Path = BASELINES,
     machine: Callable[[str], str] = this_machine,
+    runner_for: Callable[[Path], Runner] = runner_in,
 ) -> int:
     """The command line; returns the exit code (0 pass, 1 regression, 2 no verdict, 130 interrupted).
-    `machine` names the processor a run here on a --device would be recorded on."""
+    `machine` names the processor a run here on a --device would be recorded on; `runner_for` gives the
+    runner of a checkout (--base: the base commit's and this tree's)."""
 
     def judge() -> int:
         options = _options(sys.argv[1:] if argv is None else argv)
+        if options.base is not None:
+            return ab_verdict.main(options, runner_for)
         return _judge(options, runner, baselines_dir, machine)
 
     return tool_main("perf.tools.gate", judge)

@@ -1,0 +1,175 @@
+"""The gate's A/B mode (`gate --base REF`): the base commit and the working tree measured alternately on
+this machine, each benchmark judged by perf/tools/paired_rule.py.
+
+Base is checked out beside this tree (perf/tools/worktrees.py) and run by the same Python with the same
+pytest arguments: ABBA first, then, for the benchmarks still UNKNOWN only (by node id), further BA / AB
+pairs up to --max-pairs. Head is the working tree as it is, uncommitted changes included. Benchmarks of one
+side only are new or missing, and a run that fails on base (base cannot run the selection) is said, never
+judged; a failed or interrupted run of head, or an interrupt anywhere, gives no verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perf.storage import ROOT, partial_name
+from perf.tools import paired_rule, worktrees
+from perf.tools.results import GateError, Results, load_results
+from perf.tools.runs import (
+    PYTEST_INTERRUPTED,
+    PYTEST_OK,
+    Interrupted,
+    Runner,
+    is_selection,
+    measure,
+    with_selection,
+)
+
+BASE, HEAD = "base", "head"
+MAX_PAIRS = paired_rule.MAX_PAIRS
+# Gate options of the stored-baseline comparison that the A/B does not use: given with --base, refused.
+UNUSED = ("--baseline", "--current", "--noise", "--remeasure", "--markdown", "--link", "--list")
+UNUSED += ("--host-bound-threshold",)
+FIRST_PAIRS = 2  # ABBA: every benchmark runs twice on each side before any is judged
+
+
+@dataclass
+class ABRun:
+    """What the A/B measured and how it judged it."""
+
+    base_commit: str
+    head_state: str  # e.g. 'HEAD 1a2b3c4d5e6f clean'
+    threshold: float
+    z: float
+    max_pairs: int
+    paired: paired_rule.Paired | None = None
+    runs: dict[str, list[Results]] = field(default_factory=lambda: {BASE: [], HEAD: []})
+    base_failures: list[str] = field(default_factory=list)  # one line per base run that failed
+    remeasured: list[int] = field(default_factory=list)  # benchmarks measured again in each further pair
+    started: int = 0  # runs started, either side: numbers the files --save keeps
+
+    @property
+    def pairs(self) -> int:
+        return FIRST_PAIRS + len(self.remeasured)
+
+
+def order(pair: int) -> tuple[str, str]:
+    """The sides of pair number `pair` (from 0) in the order they run: ABBA, then BAAB, and so on, so each
+    side runs first as often as the other and a drift over the session falls on both alike."""
+    base_first = (pair % 2 == 0) == ((pair // 2) % 2 == 0)
+    return (BASE, HEAD) if base_first else (HEAD, BASE)
+
+
+def _passed_only(partial: Path, kept: Path) -> Results | None:
+    """The benchmarks whose test passed in a failed run's partial file, or None where it kept none."""
+    try:
+        document = json.loads(partial.read_text())
+        document.get("perf", {}).pop("partial", None)
+        if not document.get("benchmarks"):
+            return None
+        kept.write_text(json.dumps(document))
+        return load_results(kept, "base")
+    except (OSError, ValueError, AttributeError):
+        return None  # a damaged partial file: nothing of that run is used
+
+
+def measure_base(runner: Runner, args: Sequence[str], save: Path | None) -> tuple[Results | None, str | None]:
+    """One run of base: (its results, None), or where pytest failed (a test failing at base, a path or node
+    id base lacks) (the benchmarks that passed, if any, and what failed). An interrupt is `Interrupted`."""
+    folder = Path(tempfile.mkdtemp(prefix="perf-base-"))
+    json_path = save or folder / "results.json"
+    shown = " ".join(["pytest", *args])
+    try:
+        try:
+            code = runner(list(args), json_path)
+        except KeyboardInterrupt:
+            code = PYTEST_INTERRUPTED
+        if code == PYTEST_INTERRUPTED:
+            raise Interrupted(f"`{shown}` on base was interrupted")
+        if code in PYTEST_OK:
+            if json_path.is_file():
+                return load_results(json_path, "base"), None
+            return None, f"`{shown}` on base ran no benchmark (exit code {code})"
+        kept = _passed_only(partial_name(json_path), folder / "passed.json")
+        return kept, f"`{shown}` on base failed with exit code {code}"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _save_path(save: Path | None, run: int, side: str) -> Path | None:
+    return None if save is None else save / f"{run:02d}_{side}.json"
+
+
+def run_ab(
+    ref: str,
+    pytest_args: Sequence[str],
+    *,
+    threshold: float = paired_rule.THRESHOLD,
+    z: float = paired_rule.Z,
+    max_pairs: int = paired_rule.MAX_PAIRS,
+    save: Path | None = None,
+    repo: Path = ROOT,
+    runner_for: Callable[[Path], Runner] = worktrees.runner_in,
+    say: Callable[[str], None] = print,
+) -> ABRun:
+    """Measure base (`ref`) and head (`repo`'s working tree) in pairs and judge them; see the module."""
+    commit = worktrees.resolve_commit(ref, repo)  # a bad ref: one line, nothing run
+    ab = ABRun(commit, worktrees.working_tree_state(repo), threshold, z, max_pairs)
+    if worktrees.is_dirty(repo):
+        say(f"head: the working tree as it is, {ab.head_state}")
+    if save is not None:
+        try:
+            save.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise GateError(f"--save {save}: cannot be made a folder ({err.strerror or err})") from None
+    flags = [a for a in pytest_args if not is_selection(a)]
+    with worktrees.terminating_as_interrupt(), worktrees.checked_out(commit, repo) as tree:
+        runners = {BASE: runner_for(tree), HEAD: runner_for(repo)}
+
+        def one_pair(pair: int, args: Sequence[str]) -> None:
+            for side in order(pair):
+                path = _save_path(save, ab.started, side)
+                ab.started += 1
+                if side == HEAD:
+                    ab.runs[HEAD].append(measure(runners[HEAD], args, "head", save=path))
+                    continue
+                results, failure = measure_base(runners[BASE], args, path)
+                if failure is not None:
+                    ab.base_failures.append(failure)
+                if results is not None:
+                    ab.runs[BASE].append(results)
+
+        for pair in range(FIRST_PAIRS):
+            one_pair(pair, with_selection(pytest_args))
+        ab.paired = paired_rule.judge_all(ab.runs[BASE], ab.runs[HEAD], threshold, z)
+        while ab.pairs < max_pairs and (unknown := ab.paired.named(paired_rule.UNKNOWN)):
+            say(f"A/B: {len(unknown)} undecided, measured again (pair {ab.pairs + 1} of at most {max_pairs})")
+            ab.remeasured.append(len(unknown))
+            one_pair(ab.pairs - 1, [*unknown, *flags])
+            ab.paired = paired_rule.judge_all(ab.runs[BASE], ab.runs[HEAD], threshold, z)
+    return ab
+
+
+def given(option: str, argv: Sequence[str]) -> bool:
+    """Whether the gate's own arguments (before --) name `option`."""
+    return any(a == option or a.startswith(f"{option}=") for a in argv)
+
+
+def check_options(options: argparse.Namespace, argv: Sequence[str]) -> None:
+    """Refuse what --base cannot take, in one line; the threshold defaults to the A/B's own."""
+    unused = [option for option in UNUSED if given(option, argv)]
+    if unused:
+        raise GateError(
+            f"--base measures base and head here and judges them by their pairs; {unused[0]} is not used "
+            "with it (docs/gate.md: A/B mode)"
+        )
+    if options.max_pairs < FIRST_PAIRS:
+        raise GateError(f"--max-pairs {options.max_pairs}: accepted is an integer >= {FIRST_PAIRS} (ABBA)")
+    if not given("--threshold", argv):
+        options.threshold = paired_rule.THRESHOLD

@@ -1,0 +1,185 @@
+"""The A/B rule: is head slower than base, judged from runs of both made alternately on one machine.
+
+Runs come in pairs, ABBA first (base, head, head, base), then BA and AB alternately: a drift of the
+machine over the minutes of a session (clocks, heat, other load) falls on both sides alike. For each
+benchmark and figure the effect is the difference of the mean log medians, m = mean(log head) - mean(log
+base), with the standard error se = s * sqrt(1/n_base + 1/n_head), where s is the pooled spread of each
+side's log medians across its runs. Three answers, as Chromium's pinpoint gives them:
+
+    SLOWER   m > log(1 + threshold) and m > z * se
+    FASTER   -m > log(1 + threshold) and -m > z * se
+    SAME     |m| + z * se < log(1 + threshold): the whole noise band lies within the threshold
+    UNKNOWN  otherwise: measured again in more pairs; still UNKNOWN after the last is reported, not failed
+
+Pure functions of Results (perf/tools/results.py), no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from perf.tools.regression_rule import GPU, WALL, Timing
+from perf.tools.results import Results
+
+# Base and head run minutes apart on the same machine and alternate, so the drift that makes a stored
+# baseline need 5% (regression_rule.THRESHOLD) mostly cancels: 1% is within reach of a few pairs.
+THRESHOLD = 0.01
+# Standard errors the effect must clear; 3 keeps false alarms rare over the hundreds of benchmarks of a run.
+Z = 3.0
+# Pairs of runs at most (ABBA is the first 2): 8 runs bound the time an undecided benchmark may take.
+MAX_PAIRS = 4
+# Below this many degrees of freedom the spread of the runs' medians is itself uncertain (two runs that agree
+# by chance give s near 0): the runs' own standard errors of their medians are then the least s may be.
+TRUSTED_DF = 10
+
+SLOWER, FASTER, SAME, UNKNOWN = "slower", "faster", "same", "unknown"
+# extra_info gpu_method of a result that records none (perf/harness/gpu_time.py).
+ISOLATED = "isolated"
+
+
+@dataclass(frozen=True)
+class FigureVerdict:
+    """One figure of one benchmark judged over all its runs."""
+
+    figure: str  # 'wall' or 'gpu'
+    verdict: str
+    effect: float  # m: log(head / base), from the mean log medians
+    se: float  # standard error of m; inf when nothing bounds the noise
+    base_s: float  # the geometric mean of base's medians
+    head_s: float
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.effect)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One benchmark: its verdict, from its primary figure (and wall time where that is not host-bound)."""
+
+    name: str
+    verdict: str
+    primary: str  # the figure judged first
+    figures: dict[str, FigureVerdict]
+    pair_ratios: list[float]  # head / base of each pair of runs, on the primary figure, in run order
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Every benchmark of both sides: judged ones, and those present on one side only."""
+
+    judged: dict[str, Judgement]
+    new: list[str]  # in head only
+    missing: list[str]  # in base only
+    method_fallbacks: list[str] = field(default_factory=list)  # GPU methods differ: judged on wall
+
+    def named(self, verdict: str) -> list[str]:
+        return [name for name, j in self.judged.items() if j.verdict == verdict]
+
+    def fallback_line(self) -> str | None:
+        """One line for the benchmarks judged on wall time: their GPU times were measured differently."""
+        n = len(self.method_fallbacks)
+        if not n:
+            return None
+        return (
+            f"{n} benchmark{'s' * (n != 1)} judged on wall time: base and head measured GPU time by "
+            "different methods (extra_info gpu_method), whose figures are not comparable"
+        )
+
+
+def _noise(base: Sequence[Timing], head: Sequence[Timing]) -> float:
+    """s: the pooled sample sd of the log medians of each side, at least the runs' own relative standard
+    error while the runs are too few to trust their spread."""
+    sides = [[math.log(t.median_s) for t in side] for side in (base, head)]
+    df = sum(len(side) - 1 for side in sides)
+    squares = sum((x - statistics.fmean(side)) ** 2 for side in sides for x in side)
+    pooled = math.sqrt(squares / df) if df > 0 else math.inf
+    if df >= TRUSTED_DF:
+        return pooled
+    own = [t.se_s / t.median_s for t in (*base, *head) if t.se_s is not None]
+    if not own:
+        return pooled
+    floor = math.sqrt(statistics.fmean(r * r for r in own))  # the runs' typical relative error
+    return floor if pooled == math.inf else max(pooled, floor)
+
+
+def judge_figure(
+    figure: str, base: Sequence[Timing], head: Sequence[Timing], threshold: float = THRESHOLD, z: float = Z
+) -> FigureVerdict:
+    """The verdict of one figure from its runs on each side (at least one each)."""
+    log_base = statistics.fmean(math.log(t.median_s) for t in base)
+    log_head = statistics.fmean(math.log(t.median_s) for t in head)
+    effect = log_head - log_base
+    se = _noise(base, head) * math.sqrt(1 / len(base) + 1 / len(head))
+    bound = math.log1p(threshold)
+    if effect > bound and effect > z * se:
+        verdict = SLOWER
+    elif -effect > bound and -effect > z * se:
+        verdict = FASTER
+    elif abs(effect) + z * se < bound:
+        verdict = SAME
+    else:
+        verdict = UNKNOWN
+    return FigureVerdict(figure, verdict, effect, se, math.exp(log_base), math.exp(log_head))
+
+
+def gpu_method(results: Results, name: str) -> str:
+    """How a benchmark's GPU time was measured in one run ('burst' or 'isolated')."""
+    for entry in results.document.get("benchmarks", ()):
+        if isinstance(entry, dict) and entry.get("fullname") == name:
+            info = entry.get("extra_info")
+            method = info.get("gpu_method") if isinstance(info, dict) else None
+            return method if isinstance(method, str) else ISOLATED
+    return ISOLATED
+
+
+def _pair_ratios(base: Sequence[Timing], head: Sequence[Timing]) -> list[float]:
+    return [h.median_s / b.median_s for b, h in zip(base, head, strict=False)]
+
+
+def judge(
+    name: str,
+    base_runs: Sequence[Results],
+    head_runs: Sequence[Results],
+    threshold: float = THRESHOLD,
+    z: float = Z,
+) -> tuple[Judgement, bool]:
+    """One benchmark over the runs that have it: (its judgement, whether its GPU figure was set aside
+    because the two sides measured it by different methods)."""
+    base_runs = [r for r in base_runs if name in r.timings]
+    head_runs = [r for r in head_runs if name in r.timings]
+    on_gpu = all(name in r.gpu_timings for r in (*base_runs, *head_runs))
+    methods = {gpu_method(r, name) for r in (*base_runs, *head_runs)} if on_gpu else set()
+    fell_back = len(methods) > 1
+    wanted = [WALL] + ([GPU] if on_gpu and not fell_back else [])
+    figures = {}
+    for figure in wanted:
+        base = [r.figures(name)[figure] for r in base_runs]
+        head = [r.figures(name)[figure] for r in head_runs]
+        figures[figure] = judge_figure(figure, base, head, threshold, z)
+    primary = GPU if GPU in figures else WALL
+    verdict = figures[primary].verdict
+    host_bound = any(r.timings[name].host_bound for r in base_runs)
+    if primary == GPU and figures[WALL].verdict == SLOWER and not host_bound:
+        verdict = SLOWER  # the GPU is not slower, the time the user waits is: launches, syncs, copies
+    ratios = _pair_ratios(
+        [r.figures(name)[primary] for r in base_runs], [r.figures(name)[primary] for r in head_runs]
+    )
+    return Judgement(name, verdict, primary, figures, ratios), fell_back
+
+
+def judge_all(
+    base_runs: Sequence[Results], head_runs: Sequence[Results], threshold: float = THRESHOLD, z: float = Z
+) -> Paired:
+    """Every benchmark of either side; those of one side only are new or missing, never judged."""
+    in_base = {name for r in base_runs for name in r.timings}
+    in_head = {name for r in head_runs for name in r.timings}
+    judged, fallbacks = {}, []
+    for name in sorted(in_base & in_head):
+        judged[name], fell_back = judge(name, base_runs, head_runs, threshold, z)
+        if fell_back:
+            fallbacks.append(name)
+    return Paired(judged, sorted(in_head - in_base), sorted(in_base - in_head), fallbacks)
