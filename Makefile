@@ -46,9 +46,10 @@ baseline: env
 
 # Fail only on slowdowns beyond the threshold and the runs' own noise that persist when measured again.
 # GATE_ARGS go to the gate (--threshold, --z, --remeasure, --baseline); ARGS to pytest (perf/tools/gate.py),
-# where paths or node ids under perf/ replace perf/.
+# where paths or node ids under perf/ replace perf/. BASE=REF measures commit REF and this tree alternately
+# here instead of comparing with a stored baseline (A/B, docs/gate.md).
 gate: env
-	$(PY) -m perf.tools.gate $(GATE_ARGS) -- $(ARGS)
+	$(PY) -m perf.tools.gate $(if $(BASE),--base $(BASE)) $(GATE_ARGS) -- $(ARGS)
 
 # This runner's noise: the selection (ARGS; e.g. --tier pr) run NOISE_RUNS times back to back, each benchmark's
 # run-to-run spread stored in baselines/<gpu>/noise.json, from which the gate takes its GPU-time thresholds.

@@ -228,3 +228,10 @@ def test_make_noise_runs_the_noise_tool_with_args_after_its_own_options():
     argv = argv_of("noise", "--tier pr -k train_step", NOISE_RUNS="5")
     assert argv == ["-m", "perf.tools.noise", "--runs", "5", "--", "--tier", "pr", "-k", "train_step"]
     assert argv_of("noise", "--tier pr")[:4] == ["-m", "perf.tools.noise", "--runs", "3"]
+
+
+# --------------------------------------------------------------------------- make gate BASE=REF (fast)
+def test_make_gate_base_gives_the_ref_before_gate_args_and_args_after_the_separator():
+    argv = argv_of("gate", "-k forward", BASE="origin/main", GATE_ARGS="--max-pairs 6")
+    assert argv == ["-m", "perf.tools.gate", "--base", "origin/main", "--max-pairs", "6", "--", "-k", "forward"]
+    assert "--base" not in argv_of("gate", "-k forward", BASE="")
