@@ -8,7 +8,7 @@ ARGS ?=
 RESOLVE ?= newest
 STAMP := $(VENV)/.suite-ready$(if $(filter-out newest,$(RESOLVE)),-$(RESOLVE))
 
-.PHONY: env test bench baseline gate noise report clean-env
+.PHONY: env test bench baseline gate noise report bisect clean-env
 
 env: $(STAMP)
 
@@ -57,6 +57,12 @@ NOISE_RUNS ?= 3
 
 noise: env
 	$(PY) -m perf.tools.noise --runs $(NOISE_RUNS) -- $(ARGS)
+
+# The first commit between GOOD and BAD that made the selection (ARGS, needed: pytest arguments) slower on this
+# machine (perf/tools/bisect.py); BISECT_ARGS go to the tool (--threshold, --save DIR).
+bisect: env
+	$(if $(and $(GOOD),$(BAD)),,$(error GOOD=REF and BAD=REF are needed, e.g. make bisect GOOD=v1 BAD=HEAD ARGS="-k forward"))
+	$(PY) -m perf.tools.bisect $(GOOD) $(BAD) $(BISECT_ARGS) -- $(ARGS)
 
 # A Markdown and HTML report with plots of one result file, against BASELINE if given (perf/tools/report/).
 # OUT sets the folder (default: reports/<RESULT's name>/).

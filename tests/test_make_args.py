@@ -230,6 +230,19 @@ def test_make_noise_runs_the_noise_tool_with_args_after_its_own_options():
     assert argv_of("noise", "--tier pr")[:4] == ["-m", "perf.tools.noise", "--runs", "3"]
 
 
+# --------------------------------------------------------------------------- make bisect (fast)
+def test_make_bisect_gives_good_bad_and_its_options_then_args_after_the_separator():
+    argv = argv_of("bisect", ISSUE_ARGS, GOOD="v1", BAD="HEAD~2", BISECT_ARGS="--threshold 0.05")
+    own = ["-m", "perf.tools.bisect", "v1", "HEAD~2", "--threshold", "0.05", "--"]
+    assert argv == [*own, *shlex.split(ISSUE_ARGS)]
+
+
+def test_make_bisect_without_good_or_bad_stops_before_running():
+    echo = f"{sys.executable} -c {shlex.quote(ECHO_ARGV)}"
+    code, _, stderr = finished(make("bisect", "-k x", py=echo, GOOD="v1"))
+    assert code != 0 and "GOOD=REF and BAD=REF are needed" in stderr
+
+
 # --------------------------------------------------------------------------- make gate BASE=REF (fast)
 def test_make_gate_base_gives_the_ref_before_gate_args_and_args_after_the_separator():
     argv = argv_of("gate", "-k forward", BASE="origin/main", GATE_ARGS="--max-pairs 6")

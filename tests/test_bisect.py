@@ -1,0 +1,369 @@
+"""`python -m perf.tools.bisect`: the search (perf/tools/bisect_search.py) on made-up results, a slowdown
+planted at every position of 16 commits, noise, skipped commits; the command line (perf/tools/bisect.py) on a
+small git repository with a fake pytest runner, its refusals; and real runs in a clone of this repository, a
+benchmark slowed by a sleep at one commit, and a SIGTERM in the middle."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perf.tools import bisect
+from perf.tools.bisect_search import BAD, GOOD, SKIPPED, Rule, primary, search
+from perf.tools.regression_rule import GPU, WALL, Timing
+from perf.tools.results import GateError, Results
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = [f"perf/test_x.py::test_x[case{i}]" for i in range(4)]
+COMMITS = [f"{i:02d}" + "c" * 38 for i in range(16)]  # 16 candidates; BAD is the last
+GOOD_SHA = "g" * 40
+SLOWED = NAMES[2]
+
+
+# --------------------------------------------------------------------------- made-up results
+def results(medians: dict[str, float], se_share: float = 0.002, gpu: dict[str, float] | None = None,
+            methods: dict[str, str] | None = None) -> Results:  # fmt: skip
+    """One run's results: wall medians (s), each with a standard error of `se_share` of it; GPU times too."""
+    gpu = gpu or {}
+    timings = {name: Timing(m, m * se_share) for name, m in medians.items()}
+    gpu_timings = {name: Timing(m, m * se_share) for name, m in gpu.items()}
+    infos = [{"fullname": n, "extra_info": {"gpu_method": (methods or {})[n]} if n in (methods or {}) else {}}
+             for n in medians]  # fmt: skip
+    return Results(Path("fake.json"), "the CPU (test)", timings, gpu_timings, document={"benchmarks": infos})
+
+
+def planted(first_bad: int | None, factor: float = 1.25, noise: float = 0.004, seed: int = 0):
+    """measure(commit): every benchmark at (i + 1) ms times a little noise; SLOWED `factor` times slower from
+    candidate `first_bad` on (None: never). Counts the commits measured."""
+    measured: list[str] = []
+
+    def measure(commit: str) -> Results:
+        measured.append(commit)
+        index = -1 if commit == GOOD_SHA else COMMITS.index(commit)
+        rng = random.Random(seed * 1000 + index)
+        medians = {name: (i + 1) * 1e-3 * (1 + rng.uniform(-noise, noise)) for i, name in enumerate(NAMES)}
+        if first_bad is not None and index >= first_bad:
+            medians[SLOWED] *= factor
+        return results(medians)
+
+    return measure, measured
+
+
+# --------------------------------------------------------------------------- the search
+@pytest.mark.parametrize("position", range(len(COMMITS)))
+def test_a_slowdown_planted_anywhere_is_found_in_at_most_five_measured_commits(position):
+    measure, measured = planted(position, seed=position)
+    answer = search(GOOD_SHA, COMMITS, measure)
+    assert answer.first_bad == COMMITS[position]
+    assert answer.comparison == (GOOD_SHA if position == 0 else COMMITS[position - 1])
+    assert answer.unmeasured == ()
+    assert [f.name for f in answer.slowed] == [SLOWED]
+    assert answer.slowed[0].ratio == pytest.approx(1.25, rel=0.02)
+    assert answer.measured == len(measured) == len(set(measured))
+    # GOOD and four halvings; BAD itself needs one more, to confirm it is slower at all.
+    assert answer.measured <= (5 if position < len(COMMITS) - 1 else 6), measured
+    assert measured[0] == GOOD_SHA
+
+
+def test_a_noisy_unchanged_range_ends_with_no_slowdown():
+    # 2% noise, each run's rounds as noisy: within the threshold and the noise bound, never slower.
+    measure, measured = planted(None, noise=0.02, seed=7)
+    answer = search(GOOD_SHA, COMMITS, measure, Rule(threshold=0.03))
+    assert answer.first_bad is None
+    assert answer.reason == "no slowdown between GOOD and BAD in this selection"
+    assert {step.verdict for step in answer.steps} == {GOOD}
+    assert measured[-1] == COMMITS[-1]  # BAD measured to be sure
+
+
+def test_after_a_bad_commit_the_midpoint_decides_not_the_threshold():
+    # SLOWED is 1.6x from candidate 4 on; candidate 3 reads 4% slower, beyond the 3% threshold and its
+    # noise bound, but much nearer GOOD than the slower commits: good.
+    def measure(commit: str) -> Results:
+        index = -1 if commit == GOOD_SHA else COMMITS.index(commit)
+        factor = 1.6 if index >= 4 else 1.04 if index == 3 else 1.0
+        return results({name: 1e-3 * (factor if name == SLOWED else 1.0) for name in NAMES}, se_share=0.001)
+
+    answer = search(GOOD_SHA, COMMITS, measure, Rule(threshold=0.03))
+    assert answer.first_bad == COMMITS[4]
+    verdicts = {step.commit: step.verdict for step in answer.steps}
+    assert verdicts[COMMITS[3]] == GOOD and verdicts[COMMITS[7]] == BAD
+
+
+def test_of_two_slowdowns_the_first_is_found():
+    def measure(commit: str) -> Results:
+        index = -1 if commit == GOOD_SHA else COMMITS.index(commit)
+        medians = dict.fromkeys(NAMES, 1e-3)
+        medians[NAMES[0]] *= 1.3 if index >= 9 else 1.0  # the larger, later one
+        medians[NAMES[1]] *= 1.2 if index >= 2 else 1.0
+        return results(medians)
+
+    assert search(GOOD_SHA, COMMITS, measure).first_bad == COMMITS[2]
+
+
+def test_a_commit_that_cannot_run_is_skipped_for_its_neighbour():
+    measure, _ = planted(10)
+    steps = []
+
+    def failing_at_7(commit: str) -> Results | str:
+        return "`pytest ...` failed with exit code 1" if commit == COMMITS[7] else measure(commit)
+
+    answer = search(GOOD_SHA, COMMITS, failing_at_7, on_step=steps.append)
+    assert answer.first_bad == COMMITS[10]
+    skipped = (COMMITS[7], SKIPPED, "`pytest ...` failed with exit code 1")
+    assert (steps[1].commit, steps[1].verdict, steps[1].note) == skipped
+    assert steps[2].commit in (COMMITS[6], COMMITS[8])  # the nearest to the middle instead
+    assert answer.steps == tuple(steps)
+
+
+def test_skipped_commits_just_before_the_first_bad_one_are_named():
+    measure, _ = planted(6)
+    answer = search(GOOD_SHA, COMMITS, lambda c: "cannot run" if c == COMMITS[5] else measure(c))
+    assert answer.first_bad == COMMITS[6]
+    assert answer.unmeasured == (COMMITS[5],)
+    assert answer.comparison == COMMITS[4]
+
+
+def test_good_that_cannot_run_is_an_error_and_bad_that_cannot_run_no_answer():
+    measure, _ = planted(None)
+    with pytest.raises(GateError, match=r"^GOOD gggggggggggg: the selection cannot run there"):
+        search(GOOD_SHA, COMMITS, lambda c: "no" if c == GOOD_SHA else measure(c))
+    answer = search(GOOD_SHA, COMMITS, lambda c: "exit code 4" if c == COMMITS[-1] else measure(c))
+    assert answer.first_bad is None
+    assert answer.reason == f"BAD {COMMITS[-1][:12]} could not be measured (exit code 4)"
+
+
+def test_the_primary_figure_is_gpu_time_only_where_both_sides_measured_it_alike():
+    names = NAMES[:3]
+    base = results(dict.fromkeys(names, 1e-3), gpu=dict.fromkeys(names, 5e-4), methods={names[1]: "burst"})
+    current = results(dict.fromkeys(names, 2e-3), gpu={names[0]: 6e-4, names[1]: 6e-4}, methods={})
+    figures = {f.name: f.figure for f in primary(base, current)}
+    # names[1]: burst against isolated (no gpu_method); names[2]: no GPU time in the current run.
+    assert figures == {names[0]: GPU, names[1]: WALL, names[2]: WALL}
+
+
+# --------------------------------------------------------------------------- the command line
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def result_file(path: Path, medians: dict[str, float]) -> None:
+    """A result file as `pytest --benchmark-json` writes it on the CPU, 20 rounds with a 1% IQR each."""
+    entries = [
+        {"fullname": n, "stats": {"median": m, "rounds": 20, "iqr": m * 0.01}, "extra_info": {}}
+        for n, m in medians.items()
+    ]
+    machine = {"perf": {"device": "cpu", "cpu_model": "test"}}
+    path.write_text(json.dumps({"machine_info": machine, "benchmarks": entries}))
+
+
+@pytest.fixture
+def repo(tmp_path) -> tuple[Path, list[str]]:
+    """Eight commits; `speed` holds each one's factor on SLOWED (1.5 from the sixth on); the fourth fails."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    shas = []
+    for i in range(8):
+        (repo / "speed").write_text("1.5" if i >= 5 else "1.0")
+        (repo / "broken").write_text("yes" if i == 3 else "")
+        (repo / "which").write_text(str(i))
+        shas.append(commit_all(repo, f"change {i}"))
+    return repo, shas
+
+
+def fake_runner(calls: list[str]):
+    def runner_for(tree: Path):
+        def run(args, json_path: Path) -> int:
+            calls.append(tree.name)
+            if (tree / "broken").read_text():
+                return 1
+            factor = float((tree / "speed").read_text())
+            result_file(json_path, {name: 1e-3 * (factor if name == SLOWED else 1.0) for name in NAMES})
+            return 0
+
+        return run
+
+    return runner_for
+
+
+def run_main(capsys, repo: Path, *argv: str, calls: list[str] | None = None) -> tuple[int, str, str]:
+    code = bisect.main(list(argv), repo=repo, runner_for=fake_runner([] if calls is None else calls))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_command_names_the_first_slower_commit_and_leaves_no_worktree(repo, capsys, tmp_path):
+    repo, shas = repo
+    calls: list[str] = []
+    save = tmp_path / "kept"
+    argv = (shas[0], shas[-1], "--save", str(save), "--", "-k", "x")
+    code, out, err = run_main(capsys, repo, *argv, calls=calls)
+    assert code == 0, out + err
+    assert f"first slower commit: {shas[5]} change 5" in out
+    assert "compared with its parent, " + shas[4][:12] in out
+    assert "wall      1.000 ->      1.500 ms  1.500x  test_x[case2]" in out
+    # change 3, the first middle, fails and is skipped: not counted as measured.
+    found = f"found in {len(calls) - 1} measured commits of 8 (GOOD and the 7 after it)"
+    assert out.splitlines()[-1] == found
+    assert len(calls) == 5 and shas[3][:12] in calls
+    lines = out.splitlines()
+    assert lines[1].startswith(f"[1/~4] {shas[0][:12]} GOOD    change 0: the reference")
+    assert sorted(p.name for p in save.iterdir()) == sorted(f"{c}.json" for c in calls if c != shas[3][:12])
+    assert git(repo, "worktree", "list").count("\n") == 1
+
+
+def test_a_commit_that_fails_is_skipped_in_one_line(repo, capsys):
+    repo, shas = repo
+    # candidates 1..7: the first probe is the middle one, change 3, which fails.
+    code, out, _ = run_main(capsys, repo, shas[0], shas[-1], "--", "-k", "x")
+    assert code == 0
+    (skipped,) = [line for line in out.splitlines() if " skipped " in line]
+    said = f"[2/~4] {shas[3][:12]} skipped change 3: `pytest perf/ -k x` failed with exit code 1"
+    assert skipped.startswith(said)
+    assert f"first slower commit: {shas[5]}" in out
+
+
+def test_an_unchanged_range_exits_1(repo, capsys):
+    repo, shas = repo
+    code, out, _ = run_main(capsys, repo, shas[0], shas[2], "--", "-k", "x")
+    assert code == 1
+    assert out.splitlines()[-1] == "no slowdown between GOOD and BAD in this selection"
+
+
+NO_SELECTION = (
+    "no selection: give the benchmarks to measure after --, e.g. -- perf/test_attention.py -k forward"
+)
+NOT_BEFORE = "GOOD {head} is not an ancestor of BAD {head2}; give an older GOOD"
+NOT_A_FRACTION = "--threshold 2: accepted is a fraction > 0 and < 1, e.g. 0.03"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["nope", "HEAD", "--", "-k", "x"], "GOOD nope: not a commit in this repository (git rev-parse)"),
+        (["HEAD~7", "zzz", "--", "-k", "x"], "BAD zzz: not a commit in this repository (git rev-parse)"),
+        (["HEAD", "HEAD", "--", "-k", "x"], "GOOD and BAD are the same commit, {head}; give an older GOOD"),
+        (["HEAD", "HEAD~2", "--", "-k", "x"], NOT_BEFORE),
+        (["HEAD~2", "HEAD"], NO_SELECTION),
+        (["HEAD~2", "HEAD", "--"], NO_SELECTION),
+        (["HEAD~2", "HEAD", "--threshold", "2", "--", "-k", "x"], NOT_A_FRACTION),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2_with_nothing_run(repo, capsys, argv, message):
+    repo, shas = repo
+    calls: list[str] = []
+    code, out, err = run_main(capsys, repo, *argv, calls=calls)
+    assert code == 2
+    assert err == f"perf.tools.bisect: error: {message.format(head=shas[-1][:12], head2=shas[-3][:12])}\n"
+    assert calls == [] and out == ""
+
+
+def test_a_dirty_tree_is_said_when_bad_is_head(repo, capsys):
+    repo, shas = repo
+    (repo / "speed").write_text("9")
+    code, out, _ = run_main(capsys, repo, shas[4], "HEAD", "--", "-k", "x")
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "note: BAD is HEAD and this tree has uncommitted changes: they are not part of any commit measured"
+    )
+    code, out, _ = run_main(capsys, repo, shas[4], shas[6], "--", "-k", "x")
+    assert "uncommitted" not in out
+
+
+# --------------------------------------------------------------------------- a real run in a clone
+TOOLS = [f"perf/tools/{name}.py" for name in ("bisect", "bisect_search", "worktrees", "runs")]
+SELECTION = ["perf/test_weighted_sum.py", "-k", "torch and forward and not backward", "--device", "cpu"]
+ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> tuple[Path, list[str]]:
+    """This repository cloned, this checkout's tools in its first commit (GOOD), then five commits; the fourth
+    adds a 20 ms sleep to the weighted-sum forward step, about 40x its CPU time (0.5 ms)."""
+    clone = tmp_path_factory.mktemp("bisect") / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    for path in TOOLS:
+        shutil.copyfile(ROOT / path, clone / path)
+    shas = [commit_all(clone, "the tools as checked out")]
+    workload = clone / "perf/workloads/weighted_sum.py"
+    for i in range(1, 6):
+        if i == 4:
+            text = workload.read_text().replace(
+                "        def step() -> torch.Tensor:\n",
+                "        def step() -> torch.Tensor:\n            __import__('time').sleep(0.02)\n",
+            )
+            assert "sleep" in text
+            workload.write_text(text)
+        else:
+            (clone / "docs" / "bisect-note.md").write_text(f"note {i}\n")
+        shas.append(commit_all(clone, f"step {i}" + (": a sleep in the forward" if i == 4 else "")))
+    return clone, shas
+
+
+@pytest.mark.slow
+def test_a_real_run_finds_the_commit_that_slept(clone):
+    clone, shas = clone
+    done = subprocess.run(
+        [sys.executable, "-m", "perf.tools.bisect", shas[0], shas[-1], "--", *SELECTION],
+        cwd=clone, env=ENV, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"first slower commit: {shas[4]} step 4: a sleep in the forward" in done.stdout
+    assert "test_weighted_sum[fp32-rows4096-torch-forward]" in done.stdout.split("first slower commit")[1]
+    assert git(clone, "worktree", "list").count("\n") == 1
+
+
+def _processes_in(folder: Path, command: str = "") -> list[int]:
+    """The processes working in `folder` (their cwd under it) whose command line has `command`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(folder) in os.readlink(proc / "cwd"):
+                if command.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_sigterm_mid_run_leaves_no_worktree_and_no_child(clone):
+    clone, shas = clone
+    tool = subprocess.Popen(
+        [sys.executable, "-m", "perf.tools.bisect", shas[0], shas[-1], "--", *SELECTION],
+        cwd=clone, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline, trees = time.monotonic() + 120, []
+        while not trees and time.monotonic() < deadline and tool.poll() is None:
+            listed = git(clone, "worktree", "list", "--porcelain").splitlines()
+            trees = [Path(line.split()[1]) for line in listed[1:] if line.startswith("worktree ")]
+            trees = [tree for tree in trees if _processes_in(tree, "pytest")]  # its pytest has started
+            time.sleep(0.05)
+        assert trees, "no pytest started in a worktree"
+        time.sleep(1)  # into its collection or its rounds
+        tool.send_signal(signal.SIGTERM)
+        out, err = tool.communicate(timeout=120)
+    finally:
+        tool.kill()
+    assert tool.returncode == 130, out + err
+    said = "perf.tools.bisect: interrupted: `pytest perf/test_weighted_sum.py"  # the run's own interrupt
+    assert err.splitlines()[-1].startswith(said), err
+    assert "Traceback" not in err
+    assert git(clone, "worktree", "list").count("\n") == 1
+    assert not trees[0].exists() and _processes_in(trees[0]) == []
