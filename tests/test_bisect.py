@@ -157,7 +157,8 @@ def git(repo: Path, *args: str) -> str:
 
 def commit_all(repo: Path, message: str) -> str:
     git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    # --allow-empty: the tools copied into a clone are often those it already has.
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", message)
     return git(repo, "rev-parse", "HEAD").strip()
 
 
