@@ -3,6 +3,7 @@ too much noise UNKNOWN, faster symmetric, and GPU times of different methods jud
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -87,7 +88,7 @@ def test_gpu_time_is_primary_and_wall_slower_fails_too_unless_host_bound():
     assert wall_only.judged[NAME].verdict == SLOWER
     base, head = ab_runs(1e-3, 1e-3, 2e-3, 2.1e-3)
     base = [
-        Results(r.path, r.machine, {NAME: Timing(r.timings[NAME].median_s, 1e-7, True)}, r.gpu_timings, {}, r.document)
+        dataclasses.replace(r, timings={NAME: dataclasses.replace(r.timings[NAME], host_bound=True)})
         for r in base
     ]
     assert judge_all(base, head).judged[NAME].verdict == SAME  # host-bound: the wall time follows the CPU
