@@ -53,6 +53,7 @@ def test_copy_compute_overlap(bench, device: torch.device, schedule: str):
         overlap.step(schedule),
         work=overlap.work,
         warmup_steps=WARMUP_STEPS,
+        gpu_isolated=True,  # a copy on a side stream: each call's work is told apart by draining
         suite="overlap",
         schedule=schedule,
         copy_bytes=overlap.copy_bytes,

@@ -70,6 +70,68 @@ def test_split_calls_refuses_a_profile_that_lost_markers():
         split_calls([marker(0), Activity("gemm", 5, 10), marker(20), marker(30)], calls=3)
 
 
+def test_a_burst_splits_calls_at_the_markers_between_them():
+    activities = [
+        Activity("lead", 0, 4),  # a lead call before the first marker: in no call
+        marker(5),
+        Activity("gemm", 7, 10),
+        Activity("copy", 8, 12),
+        marker(12),  # queued right behind the first call's work
+        Activity("gemm", 14, 30),
+        marker(31),
+    ]
+    calls = split_calls(list(reversed(activities)), calls=2, method=gpu_time.BURST)
+    assert [[a.name for a in call] for call in calls] == [["gemm", "copy"], ["gemm"]]
+    measured = gpu_time._measured(activities, 2, 0.1, gpu_time.BURST)
+    assert measured.method == gpu_time.BURST and measured.per_call_ms == (5e-6, 16e-6)
+    assert measured.figures(median_ms=1.0)["gpu_method"] == "burst"
+    with pytest.raises(ValueError, match="2 of the 4 marker kernels around 3 calls"):
+        split_calls(activities[:5], calls=3, method=gpu_time.BURST)
+
+
+@pytest.mark.parametrize(("seconds", "calls"), [(None, 3), (1.0, 3), (0.01, 10), (0.001, 100), (1e-6, 1000)])
+def test_a_burst_is_about_its_target_work(seconds, calls):
+    assert gpu_time.burst_calls_for(seconds) == calls
+
+
+def test_the_method_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(gpu_time.METHOD_VARIABLE, raising=False)
+    assert gpu_time.configured_method() == gpu_time.BURST
+    monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "isolated")
+    assert gpu_time.configured_method() == gpu_time.ISOLATED
+    monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "steady")
+    with pytest.raises(ValueError, match="PERF_GPU_TIME='steady': accepted: burst, isolated, both"):
+        gpu_time.configured_method()
+
+
+def test_a_burst_on_the_cpu_gets_a_reason_and_calls_nothing():
+    ran = []
+    measured = gpu_time.measure_burst(lambda: ran.append(1), 4, torch.device("cpu"))
+    assert isinstance(measured, str) and measured.startswith("runs on cpu") and ran == []
+
+
+def test_isolated_calls_are_measured_isolated_whatever_the_method(monkeypatch):
+    monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "burst")
+    asked = []
+    monkeypatch.setattr(gpu_time, "profile_calls", lambda fn, s, device: asked.append("isolated") or "alone")
+    monkeypatch.setattr(gpu_time, "measure_burst", lambda fn, calls, device: asked.append("burst") or "burst")
+    device = torch.device("cuda", 0)
+    assert gpu_time.steady_gpu_time(lambda: None, 0.01, device, isolated=True) == "alone"
+    assert gpu_time.steady_gpu_time(lambda: None, 0.01, device) == "burst"
+    assert asked == ["isolated", "burst"]
+
+
+def test_both_records_the_isolated_median_beside_the_burst(monkeypatch):
+    monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "both")
+    burst = GpuTime((1.0, 1.0, 1.0), 1.0, 0.1, method=gpu_time.BURST)
+    monkeypatch.setattr(gpu_time, "measure_burst", lambda fn, calls, device: burst)
+    monkeypatch.setattr(gpu_time, "profile_calls", lambda fn, s, device: GpuTime((1.2, 1.4, 1.3), 1.0, 0.1))
+    measured = gpu_time.steady_gpu_time(lambda: None, 0.01, torch.device("cuda", 0))
+    figures = measured.figures(median_ms=2.0)
+    assert figures["gpu_method"] == "burst" and figures["gpu_ms"] == 1.0
+    assert figures["gpu_isolated_ms"] == 1.3
+
+
 @pytest.mark.parametrize(
     ("seconds", "calls"), [(None, 2), (0.0, 2), (1.0, 2), (0.01, 3), (0.001, 30), (1e-6, 1000)]
 )
@@ -149,7 +211,7 @@ def test_run_notes_count_the_cost_and_group_the_reasons():
         {"gpu_ms_absent": "runs on cpu"},
     ]
     assert gpu_time.run_notes(infos) == [
-        "GPU busy time (gpu_ms): measured for 2 benchmark(s) after their timed rounds, in 1.5 s",
+        "GPU busy time (gpu_ms): measured for 2 benchmark(s) after their timed rounds (2 isolated), in 1.5 s",
         "no GPU busy time for 2 benchmark(s): runs on cpu",
     ]
 
@@ -340,3 +402,27 @@ def test_an_error_of_the_function_itself_propagates(no_known_reason):
 
     with pytest.raises(ValueError, match="wrong shape"):
         gpu_time.measure_gpu_time(failing, 3, torch.device("cpu"))
+
+
+@measures_kernels
+def test_a_burst_counts_the_device_not_the_host(spin):
+    """Calls back to back that spend 5 ms on the host and 2 ms on the GPU: about 2 ms busy each."""
+
+    def call():
+        time.sleep(0.005)
+        spin(2.0)
+
+    measured = gpu_time.measure_burst(call, 5, torch.device("cuda"))
+    assert isinstance(measured, GpuTime), measured
+    assert measured.method == gpu_time.BURST and len(measured.per_call_ms) == 5
+    assert all(1.7 < ms < 2.5 for ms in measured.per_call_ms), measured.per_call_ms
+
+
+@measures_kernels
+def test_a_burst_reads_twice_the_kernels_as_twice_the_time(spin):
+    device = torch.device("cuda")
+    once = gpu_time.measure_burst(lambda: spin(1.0), 9, device)
+    twice = gpu_time.measure_burst(lambda: (spin(1.0), spin(1.0)), 9, device)
+    ratio = sorted(twice.per_call_ms)[4] / sorted(once.per_call_ms)[4]
+    assert ratio == pytest.approx(2.0, rel=0.05)
+    assert twice.activities_per_call == 2  # the markers between calls belong to none

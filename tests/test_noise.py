@@ -199,7 +199,7 @@ def test_a_small_gpu_slowdown_fails_at_its_own_threshold_and_passes_without_a_no
     assert [row.split()[0] for row in rows_of(output, short(STEADY))] == ["gpu"]
     assert f"noise: {out} (3 runs" in output
     code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", "off")
-    assert code == 0 and "GPU time judged at --threshold 5%" in output
+    assert code == 0 and "GPU and wall time judged at --threshold 5%" in output
 
 
 @pytest.mark.parametrize(
@@ -350,3 +350,87 @@ def test_benchmarks_outside_the_runs_selection_are_counted_and_selected_ones_lis
     assert code == 0
     assert section(output, "  1 missing: selected by the current file, no result") == [NAMES[2]]
     assert section(output, "  1 outside the current file's selection") == [NAMES[3]]
+
+
+# --------------------------------------------------------------------------- wall time and methods
+def mixed_result(tmp_path, name: str, wall_ms: dict, gpu_ms: dict, method: str | None = None, **info) -> str:
+    """A result file with the given wall and GPU medians per benchmark; `method` its gpu_method."""
+    benchmarks = {n: stats(ms / 1e3, 0.001, seed=i) for i, (n, ms) in enumerate(wall_ms.items())}
+    extra = {
+        n: gpu_info(ms) | ({"gpu_method": method} if method else {}) | info.get(n, {})
+        for n, ms in gpu_ms.items()
+    }
+    return str(write_results(tmp_path / name, benchmarks, extra=extra))
+
+
+def test_wall_time_is_judged_at_its_own_noise_and_a_host_bound_step_is_known_by_its_runs(tmp_path, capsys):
+    # STEADY's wall stays within 0.5%; NOISY's wall moves by 10% while its GPU time holds: host-bound.
+    gpu = {STEADY: 5.0, NOISY: 5.0}
+    runs = [
+        mixed_result(
+            tmp_path, f"run{i}.json", {STEADY: 10.0 * (1 + d / 2), NOISY: 20.0 * (1 + 5 * d)}, gpu, "burst"
+        )
+        for i, d in enumerate((0.0, 0.01, -0.01))
+    ]
+    out = tmp_path / "noise.json"
+    assert noise.main(["--from", *runs, "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["benchmarks"][NOISY]["host_bound"] and not data["benchmarks"][STEADY]["host_bound"]
+    assert data["benchmarks"][STEADY]["gpu_method"] == "burst" and data["wall_floor"] == 0.02
+    loaded = load_noise(out)
+    assert loaded.threshold(STEADY, "wall").value == pytest.approx(
+        data["k_wall"] * (1.005 / 0.995 - 1), rel=1e-3
+    )
+    assert loaded.threshold(NOISY, "wall").value == pytest.approx(
+        data["k_wall"] * (1.05 / 0.95 - 1), rel=1e-3
+    )
+    for i, baseline in enumerate(runs):  # the runs the file was made of pass against each other
+        for current in runs[:i] + runs[i + 1 :]:
+            code, output, _ = run_gate(capsys, "--baseline", baseline, "--current", current, "--noise", out)
+            assert code == 0, output
+    # A 4% wall slowdown of the steady step fails (floor 2%, under --threshold's 5%); NOISY's 20% passes.
+    current = mixed_result(tmp_path, "current.json", {STEADY: 10.4, NOISY: 24.0}, gpu, "burst")
+    code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", out)
+    assert code == 1 and section(output, "regressions") == [short(STEADY)], output
+    assert "wall time at max(2.0%" in output
+    # Without the noise file it is the other way round: 5% for both, NOISY's 20% judged as GPU-bound.
+    code, output, _ = run_gate(capsys, "--baseline", runs[0], "--current", current, "--noise", "off")
+    assert code == 1 and section(output, "regressions") == [short(NOISY)], output
+
+
+def test_runs_of_two_methods_make_no_noise_file(tmp_path, capsys):
+    runs = [
+        mixed_result(tmp_path, f"r{i}.json", {STEADY: 10.0}, {STEADY: 5.0}, m)
+        for i, m in enumerate(("burst", "burst", None))
+    ]
+    out = tmp_path / "noise.json"
+    assert noise.main(["--from", *runs, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "measured by different methods in the runs (burst, isolated)" in err and not out.exists()
+
+
+def test_gpu_time_of_another_method_is_not_compared_and_said_once(tmp_path, capsys):
+    # The baseline's GPU times are isolated calls (no gpu_method), this run's a burst and 30% lower:
+    # never judged as one figure; the wall times decide, and one line says why.
+    wall = {STEADY: 10.0, NOISY: 12.0}
+    baseline = mixed_result(tmp_path, "old.json", wall, {STEADY: 5.0, NOISY: 6.0})
+    current = mixed_result(tmp_path, "new.json", wall, {STEADY: 3.5, NOISY: 8.0}, "burst")
+    code, output, _ = run_gate(capsys, "--baseline", baseline, "--current", current, "--noise", "off")
+    assert code == 0, output
+    reason = "GPU time measured by another method (the baseline's isolated, this run's burst)"
+    assert output.count(reason) == 1 and "2 compared" in output, output
+    # Slower in wall time: still caught.
+    slower_wall = mixed_result(
+        tmp_path, "slow.json", {STEADY: 11.0, NOISY: 12.0}, {STEADY: 3.5, NOISY: 8.0}, "burst"
+    )
+    code, output, _ = run_gate(capsys, "--baseline", baseline, "--current", slower_wall, "--noise", "off")
+    assert code == 1 and section(output, "regressions") == [short(STEADY)], output
+
+
+def test_a_noise_file_of_another_method_sets_no_gpu_threshold(tmp_path, capsys, noise_file):
+    out, _runs = noise_file  # isolated GPU times (no gpu_method)
+    baseline = mixed_result(tmp_path, "b.json", {n: 2 * m for n, m in base_ms().items()}, base_ms(), "burst")
+    current = mixed_result(tmp_path, "c.json", {n: 2 * m for n, m in base_ms().items()}, base_ms(), "burst")
+    code, output, _ = run_gate(capsys, "--baseline", baseline, "--current", current, "--noise", out)
+    assert code == 0, output
+    assert f"{len(NAMES)} benchmark(s) whose GPU-time noise was measured by another method" in output

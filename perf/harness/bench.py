@@ -2,8 +2,9 @@
 
 Benchmarks call `Bench.run` (or `run_interleaved`, `record_rounds`) and never time anything
 themselves. A round is timed between two device synchronizations (perf.harness.timing); after the
-timed rounds come the host time of one call, the GPU busy time (perf/harness/gpu_time.py) and, on
-request, a memory snapshot, none of them inside the timed region.
+timed rounds come the GPU busy time (perf/harness/gpu_time.py; a burst goes on from the state the
+rounds left), the host time of one call and, on request, a memory snapshot, none of them inside the
+timed region.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 
 from model.precision import tf32_enabled
 from perf.harness.clocks import ClockSampler
-from perf.harness.gpu_time import GpuTime, failure, gpu_figures, profile_calls, unavailable_reason
+from perf.harness.gpu_time import GpuTime, failure, gpu_figures, steady_gpu_time, unavailable_reason
 from perf.harness.machine import gpu_name, peak_tflops
 from perf.harness.memory_snapshot import write_memory_snapshot
 from perf.harness.ranges import TIMED_RANGE, nvtx_range
@@ -90,14 +91,17 @@ def warm_up(fn: Callable[[], Any], steps: int) -> float | None:
     return last
 
 
-def busy_time(fn: Callable[[], Any], seconds_per_call: float, device: torch.device) -> GpuTime | str:
-    """The GPU busy time of `fn` (perf/harness/gpu_time.py), measured after the timed rounds, or the
-    reason it could not be measured; a failure here never fails the run."""
+def busy_time(
+    fn: Callable[[], Any], seconds_per_call: float, device: torch.device, *, isolated: bool = False
+) -> GpuTime | str:
+    """The GPU busy time of `fn` (perf/harness/gpu_time.py) by the run's method, or isolated calls where
+    `isolated`, measured after the timed rounds; or the reason it could not be measured: a failure here
+    never fails the run."""
     measured = unavailable_reason(device)
     if measured is None:
         with nvtx_range("gpu_time"):
             try:
-                measured = profile_calls(fn, seconds_per_call, device)
+                measured = steady_gpu_time(fn, seconds_per_call, device, isolated=isolated)
             except Exception as err:  # the timed rounds stand; only this figure is lost
                 measured = failure("a call failed while GPU time was measured", err)
     return measured
@@ -154,10 +158,13 @@ class Bench:
         synchronize()
         return host
 
-    def gpu_time(self, fn: Callable[[], Any], seconds_per_call: float) -> dict[str, Any]:
+    def gpu_time(
+        self, fn: Callable[[], Any], seconds_per_call: float, isolated: bool = False
+    ) -> dict[str, Any]:
         """extra_info's GPU busy time of `fn` (`busy_time`), or `gpu_ms_absent` with the reason it
         could not be measured."""
-        return gpu_figures(busy_time(fn, seconds_per_call, self.device), seconds_per_call * 1e3)
+        measured = busy_time(fn, seconds_per_call, self.device, isolated=isolated)
+        return gpu_figures(measured, seconds_per_call * 1e3)
 
     def time_phases(
         self, phases: Sequence[tuple[str, Callable[[Any], Any]]], repeats: int
@@ -187,16 +194,25 @@ class Bench:
         return medians
 
     def run(
-        self, fn: Callable[[], Any], *, work: Work, warmup_steps: int = 2, **extra: Any
+        self,
+        fn: Callable[[], Any],
+        *,
+        work: Work,
+        warmup_steps: int = 2,
+        gpu_isolated: bool = False,
+        **extra: Any,
     ) -> dict[str, Any]:
         """Warm up, time `fn` with pytest-benchmark, attach derived figures to extra_info.
 
         With warmup_steps == 0 the first timed round is the first call ever made, which is the point
         of that setting: it shows what allocation, autotuning and lazy initialization cost.
+        `gpu_isolated`: its GPU time is measured call by call (work on several streams), not in a burst.
         """
         seconds_per_call = self.warm_up(fn, warmup_steps)
         rounds, iterations = self.policy.plan(seconds_per_call)
-        return self._timed(fn, work, warmup_steps, rounds, iterations, setup=None, extra=extra)
+        return self._timed(
+            fn, work, warmup_steps, rounds, iterations, setup=None, extra=extra, isolated=gpu_isolated
+        )
 
     def run_interleaved(
         self,
@@ -283,6 +299,7 @@ class Bench:
         iterations: int,
         setup: Callable[[], None] | None,
         extra: dict[str, Any],
+        isolated: bool = False,
     ) -> dict[str, Any]:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -293,19 +310,21 @@ class Bench:
                     fn, setup=setup, rounds=rounds, iterations=iterations, warmup_rounds=0
                 )
             info = self.benchmark.extra_info
+            stats = getattr(self.benchmark, "stats", None)
+            peak = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+            # GPU time first: a burst goes on from the clock and power state the timed rounds left.
+            gpu = {}
+            if stats is not None:
+                clocks.mark()
+                gpu = self.gpu_time(fn, stats.stats.median, isolated)
             info.update(extra)
             info.update(
                 warmup_steps=warmup_steps, rounds=rounds, iterations=iterations, device=str(self.device)
             )
-            info["peak_memory_bytes"] = (
-                torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
-            )
-            stats = getattr(self.benchmark, "stats", None)
+            info["peak_memory_bytes"] = peak
             if stats is not None and self.device.type == "cuda":
                 info["host_ms"] = self.host_time(fn) * 1e3
-            if stats is not None:
-                clocks.mark()
-                info.update(self.gpu_time(fn, stats.stats.median))
+            info.update(gpu)
         if stats is not None:
             info.update(clocks.figures())
         if self.snapshot_dir is not None and self.device.type == "cuda":

@@ -7,11 +7,19 @@ CUPTI, through torch.profiler with device activity only (no Python stacks, no sh
 the intervals in which the device ran something for the call, so that two streams busy at once count
 once and idle gaps not at all.
 
-Calls are measured one by one, after the timed rounds and never inside them. Right before and
-right after each call the device is drained and a marker kernel (`torch.cuda._sleep(0)`, ~1 us, a
-kernel no model launches) is run between synchronizations: every activity of a call starts after
-its start marker ends and ends before its end marker starts, so calls are told apart on the
-device's own clock, on any stream, and work between calls (a rank's barrier) is in none of them.
+Two methods, recorded with each result as extra_info `gpu_method`; figures of different methods are
+never compared as one (perf/tools/regression_rule.py):
+
+- `burst` (the default): right after the timed rounds, calls back to back with a marker kernel
+  (`torch.cuda._sleep(0)`, ~1 us, a kernel no model launches) queued between them and no
+  synchronization: the device stays in the clock and power state the timed rounds brought it to,
+  and each call's activity lies between the markers queued before and after it on its stream.
+  The first BURST_LEAD_CALLS calls are run but not counted (the profiler's start idles the device).
+- `isolated`: each call alone, the device drained and a marker run between synchronizations right
+  before and after it, so calls are told apart on any stream and work between calls (a rank's
+  barrier) is in none of them. Rank collectives and calls on several streams are measured so
+  (`isolated=True`); a drained call starts from a different clock and power state each time, so
+  its figure moves more from run to run (NOTES.md: A steady GPU figure).
 
 Where it cannot be measured (the CPU, a torch without CUPTI, a profiling tool such as nsys that
 holds CUPTI, a profile that lost activity) `measure_gpu_time` returns the reason instead, and the
@@ -26,7 +34,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -42,6 +50,15 @@ TARGET_S = 0.03
 MAX_CALLS = 1000
 SPREAD_FOR_MORE = 0.01
 MORE_CALLS = 3
+# The burst: about BURST_S of calls, at least BURST_MIN_CALLS, after BURST_LEAD_CALLS uncounted ones.
+BURST_S = 0.1
+BURST_MIN_CALLS = 3
+BURST_LEAD_CALLS = 1
+# The methods (extra_info gpu_method). `both` measures a burst and, for comparison, isolated calls
+# (their median as gpu_isolated_ms). A result without gpu_method was measured isolated.
+BURST, ISOLATED, BOTH = "burst", "isolated", "both"
+METHODS = (BURST, ISOLATED, BOTH)
+METHOD_VARIABLE = "PERF_GPU_TIME"  # the run's method, seen by the processes it starts (ranks, allocators)
 # The name of torch.cuda._sleep's kernel ("at::cuda::(anonymous namespace)::spin_kernel(long)").
 MARKER_KERNEL = "spin_kernel"
 # Set in a process that Nsight Systems profiles, or into which another CUDA tool (ncu, a sanitizer)
@@ -64,6 +81,8 @@ class GpuTime:
     profile_s: float  # host seconds the measurement took, profiler start and stop included
     # Per full kernel name: launches and nanoseconds over all the calls (perf/harness/kernel_table.py).
     kernels: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    method: str = ISOLATED  # how the calls were measured: BURST or ISOLATED
+    isolated_ms: float | None = None  # with method `both`: the median of isolated calls, for comparison
 
     @property
     def spread(self) -> float:
@@ -82,7 +101,12 @@ class GpuTime:
             + more.activities_per_call * len(more.per_call_ms)
         ) / calls
         return GpuTime(
-            self.per_call_ms + more.per_call_ms, activities, self.profile_s + more.profile_s, kernels
+            self.per_call_ms + more.per_call_ms,
+            activities,
+            self.profile_s + more.profile_s,
+            kernels,
+            self.method,
+            self.isolated_ms,
         )
 
     def figures(self, median_ms: float | None) -> dict[str, Any]:
@@ -93,8 +117,9 @@ class GpuTime:
         for value in self.per_call_ms:
             stats.update(value)
         gpu_ms = stats.median
-        return {
+        figures = {
             "gpu_ms": gpu_ms,
+            "gpu_method": self.method,
             "gpu_ms_iqr": stats.iqr,
             "gpu_ms_stddev": stats.stddev,
             "gpu_ms_min": stats.min,
@@ -105,6 +130,9 @@ class GpuTime:
             "gpu_profile_s": self.profile_s,
             KERNELS_KEY: kernel_rows(self.kernels, len(self.per_call_ms)),
         }
+        if self.isolated_ms is not None:
+            figures["gpu_isolated_ms"] = self.isolated_ms
+        return figures
 
 
 def gpu_figures(measured: GpuTime | str | None, median_ms: float | None) -> dict[str, Any]:
@@ -121,9 +149,11 @@ def run_notes(infos: Iterable[dict[str, Any]]) -> list[str]:
     notes = []
     if measured:
         seconds = sum(x.get("gpu_profile_s") or 0.0 for x in measured)
+        methods = Counter(x.get("gpu_method", ISOLATED) for x in measured)
+        how = ", ".join(f"{count} {method}" for method, count in sorted(methods.items()))
         notes.append(
-            f"GPU busy time (gpu_ms): measured for {len(measured)} benchmark(s) after their timed rounds, "
-            f"in {seconds:.1f} s"
+            f"GPU busy time (gpu_ms): measured for {len(measured)} benchmark(s) after their timed rounds "
+            f"({how}), in {seconds:.1f} s"
         )
     absent = Counter(x["gpu_ms_absent"] for x in infos if x.get("gpu_ms_absent"))
     notes += [f"no GPU busy time for {count} benchmark(s): {reason}" for reason, count in absent.items()]
@@ -135,6 +165,37 @@ def calls_for(seconds_per_call: float | None) -> int:
     if seconds_per_call is None or not seconds_per_call > 0:
         return MIN_CALLS
     return max(MIN_CALLS, min(MAX_CALLS, round(TARGET_S / seconds_per_call)))
+
+
+def configured_method() -> str:
+    """The run's method: METHOD_VARIABLE where set (the --gpu-time option sets it), else BURST."""
+    method = os.environ.get(METHOD_VARIABLE) or BURST
+    if method not in METHODS:
+        raise ValueError(f"{METHOD_VARIABLE}={method!r}: accepted: {', '.join(METHODS)}")
+    return method
+
+
+def burst_calls_for(seconds_per_call: float | None) -> int:
+    """How many counted calls make a burst of about BURST_S, within [BURST_MIN_CALLS, MAX_CALLS]."""
+    if seconds_per_call is None or not seconds_per_call > 0:
+        return BURST_MIN_CALLS
+    return max(BURST_MIN_CALLS, min(MAX_CALLS, round(BURST_S / seconds_per_call)))
+
+
+def steady_gpu_time(
+    fn: Callable[[], Any], seconds_per_call: float | None, device: torch.device, *, isolated: bool = False
+) -> GpuTime | str:
+    """The GPU busy time of `fn` by the run's method (`isolated` where the call needs it: several
+    streams, collectives), or why it cannot be had."""
+    method = ISOLATED if isolated else configured_method()
+    if method == ISOLATED:
+        return profile_calls(fn, seconds_per_call, device)
+    measured = measure_burst(fn, burst_calls_for(seconds_per_call), device)
+    if method == BOTH and isinstance(measured, GpuTime):
+        alone = profile_calls(fn, seconds_per_call, device)
+        if isinstance(alone, GpuTime):
+            measured = replace(measured, isolated_ms=statistics.median(alone.per_call_ms))
+    return measured
 
 
 def profile_calls(
@@ -165,20 +226,23 @@ def busy_ns(intervals: Iterable[tuple[int, int]]) -> int:
     return total
 
 
-def split_calls(activities: Sequence[Activity], calls: int) -> list[list[Activity]]:
-    """The activities of each call, told apart by the start and end marker kernels around it;
-    activities outside every call's markers (work between calls) belong to none.
+def split_calls(activities: Sequence[Activity], calls: int, method: str = ISOLATED) -> list[list[Activity]]:
+    """The activities of each call, told apart by the marker kernels around it: a start and an end
+    marker per call (ISOLATED), or one marker between consecutive calls (BURST); activities outside
+    every call's markers (work between calls, a burst's lead calls) belong to none.
 
     ValueError when the markers are not all there: a profile that lost activity cannot be trusted.
     """
     ordered = sorted(activities, key=lambda a: a.start_ns)
     markers = [a for a in ordered if MARKER_KERNEL in a.name]
-    if len(markers) != 2 * calls:
+    expected = calls + 1 if method == BURST else 2 * calls
+    if len(markers) != expected:
         raise ValueError(
-            f"the profile holds {len(markers)} of the {2 * calls} marker kernels around {calls} calls; "
+            f"the profile holds {len(markers)} of the {expected} marker kernels around {calls} calls; "
             "activity records were lost"
         )
-    windows = [(markers[2 * i].end_ns, markers[2 * i + 1].start_ns) for i in range(calls)]
+    step = 1 if method == BURST else 2
+    windows = [(markers[step * i].end_ns, markers[step * i + 1].start_ns) for i in range(calls)]
     per_call: list[list[Activity]] = [[] for _ in range(calls)]
     for activity in ordered:
         if MARKER_KERNEL in activity.name:
@@ -245,13 +309,49 @@ def measure_gpu_time(
     return _measured(activities, calls, time.perf_counter() - started)
 
 
+def measure_burst(
+    fn: Callable[[], Any], calls: int, device: torch.device, *, lead: int = BURST_LEAD_CALLS
+) -> GpuTime | str:
+    """Busy time of each of `calls` calls of `fn` run back to back on `device` after `lead` uncounted
+    ones, a marker kernel queued between calls and no synchronization; or why it cannot be had (then
+    nothing is called). Never raises for the profiler's sake; an error of `fn` itself propagates."""
+    if calls < 1:
+        raise ValueError(f"calls: an int >= 1 is accepted; got {calls!r}")
+    reason = unavailable_reason(device)
+    if reason is not None:
+        return reason
+    started = time.perf_counter()
+    profiler, reason = _started_profiler()
+    if profiler is None:
+        return reason or "torch.profiler did not start"
+    activities: list[Activity] = []
+    try:
+        for _ in range(lead):
+            fn()
+        _marker(device)
+        for _ in range(calls):
+            fn()
+            _marker(device)
+        torch.cuda.synchronize(device)
+    finally:
+        activities, reason = _stopped_profiler(profiler, device)
+    if reason is not None:
+        return reason
+    return _measured(activities, calls, time.perf_counter() - started, BURST)
+
+
+def _marker(device: torch.device) -> None:
+    """A marker kernel queued on the current stream, without synchronizing."""
+    with torch.cuda.device(device):
+        torch.cuda._sleep(0)
+
+
 def _boundary(device: torch.device) -> None:
     """A marker kernel between two synchronizations: nothing before it overlaps what follows it."""
     if device.type != "cuda":
         return
     torch.cuda.synchronize(device)
-    with torch.cuda.device(device):
-        torch.cuda._sleep(0)
+    _marker(device)
     torch.cuda.synchronize(device)
 
 
@@ -297,9 +397,11 @@ def _stopped_profiler(profiler: Any, device: torch.device) -> tuple[list[Activit
     return activities, None
 
 
-def _measured(activities: list[Activity], calls: int, profile_s: float) -> GpuTime | str:
+def _measured(
+    activities: list[Activity], calls: int, profile_s: float, method: str = ISOLATED
+) -> GpuTime | str:
     try:
-        per_call = split_calls(activities, calls)
+        per_call = split_calls(activities, calls, method)
     except ValueError as err:
         return str(err)
     if not any(per_call):
@@ -307,7 +409,7 @@ def _measured(activities: list[Activity], calls: int, profile_s: float) -> GpuTi
         return "its calls ran no kernel, copy or memset on the GPU"
     busy_ms = tuple(busy_ns((a.start_ns, a.end_ns) for a in call) / 1e6 for call in per_call)
     counts = statistics.median(len(call) for call in per_call)
-    return GpuTime(busy_ms, float(counts), profile_s, kernel_totals(per_call))
+    return GpuTime(busy_ms, float(counts), profile_s, kernel_totals(per_call), method)
 
 
 def failure(what: str, err: BaseException) -> str:

@@ -9,6 +9,7 @@ that names the option and the accepted values, so that a typo never runs (or sto
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import torch
 from perf.cases.declare import Axis
 from perf.cases.memory import ALLOCATORS
 from perf.cases.transfer import parse_byte_size
+from perf.harness import gpu_time
 from perf.storage import PERF
 from perf.tiers import AXES, FLAGS, TIERS, Tier, largest_fitting_preset, shape_filter_problem
 
@@ -45,6 +47,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="print pytest-benchmark's own tables (min, max, mean, stddev, ... of every group) on the CPU "
         "too; a GPU run prints them unless --benchmark-quiet",
+    )
+    group.addoption(
+        "--gpu-time",
+        metavar="METHOD",
+        help="how GPU busy time is measured after the timed rounds: burst (default; calls back to back, "
+        "steady), isolated (each call alone, the method of results without gpu_method), both (a burst, "
+        "and isolated calls' median as gpu_isolated_ms); rank collectives and multi-stream calls are "
+        "always isolated",
     )
     group.addoption(
         "--memory-snapshot",
@@ -128,8 +138,23 @@ def select_allocators(config: pytest.Config) -> tuple[str, ...]:
     return ALLOCATORS if raw is None else _names("allocators", raw, ALLOCATORS)
 
 
+def select_gpu_time(config: pytest.Config) -> str:
+    """--gpu-time (or PERF_GPU_TIME): the GPU-time method, exported for the processes the run starts."""
+    raw = config.getoption("gpu_time")
+    if raw is None:
+        try:
+            return gpu_time.configured_method()
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
+    if raw not in gpu_time.METHODS:
+        raise pytest.UsageError(f"--gpu-time {raw}: unknown method; accepted: {', '.join(gpu_time.METHODS)}")
+    os.environ[gpu_time.METHOD_VARIABLE] = raw
+    return raw
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.perf_allocators = select_allocators(config)
+    config.perf_gpu_time = select_gpu_time(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

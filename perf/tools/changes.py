@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from perf.tools.noise_thresholds import NoiseThresholds
 from perf.tools.regression_rule import (
     CLOCK_MOVED,
     FIGURES,
@@ -20,7 +21,7 @@ from perf.tools.regression_rule import (
     judge_figure,
     noise_bound,
 )
-from perf.tools.results import Results
+from perf.tools.results import ISOLATED, Results
 
 # The threshold a change records when none was given: the gate's default, from --threshold.
 DEFAULT_THRESHOLD = Threshold(THRESHOLD, "--threshold")
@@ -35,22 +36,46 @@ class Rule:
     z: float = Z
     host_threshold: float = HOST_BOUND_THRESHOLD
     gpu: Callable[[str], Threshold] | None = None  # None: the GPU time at `threshold` too
+    wall: Callable[[str], Threshold] | None = None  # None: the wall time at `threshold`
+    # Whether the runner's noise showed the benchmark host-bound (None: it does not know).
+    host_bound: Callable[[str], bool | None] | None = None
 
     def limit(self, name: str, figure: str) -> Threshold:
         if figure == GPU and self.gpu is not None:
             return self.gpu(name)
+        if figure == WALL and self.wall is not None:
+            return self.wall(name)
         return Threshold(self.threshold, "--threshold")
+
+    def as_measured(self, name: str, figure: str, baseline: Timing) -> Timing:
+        """The baseline's figure, host-bound where the noise showed the benchmark to be."""
+        if figure == WALL and self.host_bound is not None and self.host_bound(name):
+            return replace(baseline, host_bound=True)
+        return baseline
 
     def judge(self, name: str, figure: str, baseline: Timing, current: Timing) -> str:
         limit = self.limit(name, figure).value
-        return judge_figure(figure, baseline, current, limit, self.z, self.host_threshold)
+        baseline = self.as_measured(name, figure, baseline)
+        host = max(self.host_threshold, limit)  # a noise threshold above it is what the runs showed
+        return judge_figure(figure, baseline, current, limit, self.z, host)
 
     def judged_at(self, name: str, figure: str, baseline: Timing, verdict: str) -> Threshold:
-        """The threshold `verdict` was reached at: a slowdown of a wall time host-bound in the baseline is
-        judged at the host-bound threshold (regression_rule.judge); everything else at `limit`."""
-        if figure == WALL and baseline.host_bound and verdict in ("slower", HOST_BOUND_SLOWER):
+        """The threshold `verdict` was reached at: a slowdown of a wall time host-bound in the baseline
+        (or in the noise) is judged at the host-bound threshold, or the noise's where that is larger
+        (regression_rule.judge); everything else at `limit`."""
+        limit = self.limit(name, figure)
+        host_bound = self.as_measured(name, figure, baseline).host_bound
+        if figure == WALL and host_bound and verdict in ("slower", HOST_BOUND_SLOWER):
+            if limit.value > self.host_threshold:
+                return limit
             return Threshold(self.host_threshold, "--host-bound-threshold")
-        return self.limit(name, figure)
+        return limit
+
+
+def with_noise(rule: Rule, thresholds: NoiseThresholds) -> Rule:
+    """`rule` with each benchmark's GPU and wall thresholds, and host-bound classification, from a noise
+    file (perf/tools/noise_thresholds.py)."""
+    return replace(rule, gpu=thresholds.gpu, wall=thresholds.wall, host_bound=thresholds.host_bound)
 
 
 @dataclass(frozen=True)
@@ -87,6 +112,10 @@ def gpu_missing_reason(baseline: Results, current: Results, name: str) -> str | 
         return f"the baseline has no GPU time: {baseline.gpu_absent.get(name, 'not recorded')}"
     if name not in current.gpu_timings:
         return f"this run has no GPU time: {current.gpu_absent.get(name, 'not recorded')}"
+    before, after = baseline.gpu_methods.get(name, ISOLATED), current.gpu_methods.get(name, ISOLATED)
+    if before != after:
+        # A burst's steady figure and an isolated call's differ by the clock state alone: never one figure.
+        return f"GPU time measured by another method (the baseline's {before}, this run's {after})"
     return None
 
 
@@ -98,8 +127,9 @@ def compare(baseline: Results, current: Results, rule: Rule) -> Comparison:
     common = [name for name in current.timings if name in baseline.timings]
     for name in common:
         before, after = baseline.figures(name), current.figures(name)
+        reason = gpu_missing_reason(baseline, current, name)
         for figure in FIGURES:
-            if figure not in before or figure not in after:
+            if figure not in before or figure not in after or (figure == GPU and reason is not None):
                 continue
             verdict = rule.judge(name, figure, before[figure], after[figure])
             if verdict in found:
@@ -108,7 +138,6 @@ def compare(baseline: Results, current: Results, rule: Rule) -> Comparison:
                 found[verdict].append(
                     Change(name, before[figure], after[figure], bound, (), figure, threshold)
                 )
-        reason = gpu_missing_reason(baseline, current, name)
         if reason is not None:
             wall_only.setdefault(reason, []).append(name)
     return Comparison(

@@ -6,10 +6,14 @@ gate takes from it.
     python -m perf.tools.noise --from r1.json r2.json r3.json   # runs already made, on one GPU
 
 It writes baselines/<gpu>/noise.json (or --out FILE), whole or not at all. A benchmark's spread is the
-largest ratio between two of its runs' medians, less one. Its GPU-time threshold is then
-max(GPU_FLOOR, k x spread): k is the smallest factor with which every run, left out in turn, lies
-within the threshold that the other runs' spread gives (at least 1, so that the noise runs never fail
-against each other; at most K_MAX). Exit codes: 0 written, 2 nothing written (one line on stderr).
+largest ratio between two of its runs' medians, less one, per figure (GPU time, wall time). Its
+threshold of a figure is then max(floor, k x spread): k is the smallest factor with which every run,
+left out in turn, lies within the threshold that the other runs' spread gives (at least 1, so that the
+noise runs never fail against each other; at most K_MAX), one k per figure. A benchmark is recorded as
+host-bound where a run measured its host time at HOST_BOUND_SHARE of its median or more, or where its
+wall time moved by more than HOST_SPREAD_FACTOR times its GPU time did (and more than the wall floor):
+its wall time follows the host. perf/tools/noise_thresholds.py reads the file.
+Exit codes: 0 written, 2 nothing written (one line on stderr).
 """
 
 from __future__ import annotations
@@ -19,20 +23,20 @@ import json
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perf.storage import BASELINES, ROOT, machine_folder, recorded_on_cpu, write_whole
-from perf.tools.regression_rule import GPU, GPU_FLOOR, WALL, Threshold
-from perf.tools.results import GateError, Results, check_same_machine, load_results, this_machine
+from perf.storage import recorded_on_cpu, write_whole
+from perf.tools.noise_thresholds import FORMAT, Noise, load_noise, noise_path
+from perf.tools.regression_rule import GPU, GPU_FLOOR, WALL, WALL_FLOOR
+from perf.tools.results import ISOLATED, GateError, Results, check_same_machine, load_results, this_machine
 from perf.tools.runs import Runner, measure, pytest_device, run_pytest, tool_main, with_selection
 
-NOISE_FILE = "noise.json"
-FORMAT = "perf-noise/1"
 RUNS = 3
 K_MIN, K_MAX = 1.0, 4.0
+# Wall time that moved across the runs by more than this many times its GPU time did follows the host.
+HOST_SPREAD_FACTOR = 3.0
 
 
 def spread(medians: Sequence[float]) -> float:
@@ -82,6 +86,17 @@ def choose_k(gpu_medians: Mapping[str, Sequence[float]], floor: float = GPU_FLOO
     return round(chosen, 3), basis
 
 
+def host_bound_in(runs: Sequence[Results], name: str, medians: Mapping[str, Sequence[float]]) -> bool:
+    """Whether the runs showed the benchmark host-bound: a host time at HOST_BOUND_SHARE of its median in
+    any run, or a wall time that moved beyond the wall floor and HOST_SPREAD_FACTOR times its GPU time."""
+    if any(run.timings[name].host_bound for run in runs):
+        return True
+    if GPU not in medians:
+        return False
+    wall = spread(medians[WALL])
+    return wall > WALL_FLOOR and wall > HOST_SPREAD_FACTOR * spread(medians[GPU])
+
+
 def noise_document(runs: Sequence[Results], command: str) -> dict[str, Any]:
     """The noise file's content from `runs` of one selection on one GPU (at least 2)."""
     if len(runs) < 2:
@@ -97,13 +112,24 @@ def noise_document(runs: Sequence[Results], command: str) -> dict[str, Any]:
             "no benchmark has GPU time in every run (CPU runs, or runs under nsys): a noise file "
             "sets GPU-time thresholds and would set none; nothing written"
         )
+    methods = {name: {run.gpu_methods.get(name, ISOLATED) for run in runs} for name in gpu}
+    mixed = sorted(name for name, found in methods.items() if len(found) > 1)
+    if mixed:
+        raise GateError(
+            f"{mixed[0]}: its GPU time was measured by different methods in the runs "
+            f"({', '.join(sorted(methods[mixed[0]]))}); run the same code and --gpu-time each time"
+        )
     k, basis = choose_k(gpu)
+    k_wall, wall_basis = choose_k({name: f[WALL] for name, f in figures.items()}, WALL_FLOOR)
     benchmarks = {}
     for name, found in figures.items():
         entry: dict[str, Any] = {}
         for figure, medians in found.items():
             entry[f"{figure}_ms"] = [round(m * 1e3, 6) for m in medians]
             entry[f"{figure}_spread"] = round(spread(medians), 6)
+        if name in methods:
+            entry["gpu_method"] = next(iter(methods[name]))
+        entry["host_bound"] = host_bound_in(runs, name, found)
         benchmarks[name] = entry
     first = runs[0].document
     return {
@@ -123,150 +149,36 @@ def noise_document(runs: Sequence[Results], command: str) -> dict[str, Any]:
         "floor": GPU_FLOOR,
         "k": k,
         "k_basis": basis,
+        "wall_floor": WALL_FLOOR,
+        "k_wall": k_wall,
+        "k_wall_basis": wall_basis,
         "benchmarks": benchmarks,
     }
 
 
-# --------------------------------------------------------------------------- reading, thresholds
-@dataclass(frozen=True)
-class Noise:
-    """A noise file as the gate uses it."""
-
-    path: Path
-    gpu: str
-    k: float
-    floor: float
-    runs: int
-    gpu_spread: dict[str, float]  # per benchmark with GPU time in every run
-    created: str = ""
-
-    def threshold(self, name: str) -> Threshold | None:
-        """The benchmark's GPU-time threshold, or None where the file does not know it."""
-        if name not in self.gpu_spread:
-            return None
-        noise = self.k * self.gpu_spread[name]
-        if noise <= self.floor:
-            return Threshold(self.floor, "floor")
-        return Threshold(noise, f"noise {self.k:g} x {self.gpu_spread[name]:.2%}")
-
-
-def load_noise(path: Path) -> Noise:
-    """Read a noise file; GateError naming it and what is wrong where it cannot be used."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise GateError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise GateError(f"{path}: cannot be read as JSON ({err})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise GateError(f"{path}: not a noise file of this suite (format {FORMAT!r} expected)")
-    k, floor, benchmarks = data.get("k"), data.get("floor"), data.get("benchmarks")
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (k, floor))
-    if not numbers or not isinstance(benchmarks, dict) or not isinstance(data.get("gpu"), str):
-        raise GateError(f"{path}: damaged (k, floor, gpu or benchmarks missing or not valid)")
-    spreads = {}
-    for name, entry in benchmarks.items():
-        value = entry.get("gpu_spread") if isinstance(entry, dict) else None
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-            spreads[name] = float(value)
-    runs = data.get("runs")
-    return Noise(
-        path,
-        data["gpu"],
-        float(k),
-        float(floor),
-        len(runs) if isinstance(runs, list) else 0,
-        spreads,
-        str(data.get("created", "")),
-    )
-
-
-def noise_path(results: Results, baselines_dir: Path = BASELINES) -> Path:
-    """Where the noise file of the GPU that `results` ran on is kept: beside its baselines."""
-    info = results.document.get("machine_info", {})
-    perf = info.get("perf") if isinstance(info, dict) else None
-    return baselines_dir / machine_folder(perf if isinstance(perf, dict) else {}) / NOISE_FILE
-
-
-@dataclass
-class GpuThresholds:
-    """Each benchmark's GPU-time threshold: from the noise file where it knows the benchmark, else the
-    fallback (--threshold); notes say which file was used, or why none was."""
-
-    fallback: float
-    noise: Noise | None = None
-    notes: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)  # benchmarks the noise file does not know
-
-    def __call__(self, name: str) -> Threshold:
-        found = self.noise.threshold(name) if self.noise is not None else None
-        if found is not None:
-            return found
-        if self.noise is not None and name not in self.unknown:
-            self.unknown.append(name)
-        return Threshold(self.fallback, "--threshold")
-
-    def summary(self) -> list[str]:
-        lines = list(self.notes)
-        if self.unknown:
-            lines.append(
-                f"{len(self.unknown)} benchmark(s) not in the noise file (new since it was measured, or "
-                f"without GPU time there): GPU time judged at --threshold {self.fallback:.0%}"
-            )
-        return lines
-
-
-def gpu_thresholds(
-    option: str | None, baseline: Results, fallback: float, baselines_dir: Path = BASELINES
-) -> GpuThresholds:
-    """The thresholds of --noise: 'off', a file, or (None) the noise file beside the baseline's GPU's
-    baselines. A missing, damaged or other GPU's file is a note and the fallback, never a failure."""
-    fall_back = f"GPU time judged at --threshold {fallback:.0%}"
-    path = Path(option) if option and option != "off" else noise_path(baseline, baselines_dir)
-    shown = path.relative_to(ROOT) if path.is_absolute() and path.is_relative_to(ROOT) else path
-    if option == "off":
-        return GpuThresholds(fallback, notes=[f"noise: off (--noise off); {fall_back}"])
-    if option is None and not path.is_file():
-        return GpuThresholds(
-            fallback, notes=[f"noise: no {shown}: {fall_back} (`make noise` measures it)"]
-        )
-    try:
-        noise = load_noise(path)
-    except GateError as err:
-        return GpuThresholds(fallback, notes=[f"noise: not used, {err}; {fall_back}"])
-    if noise.gpu != baseline.machine:
-        return GpuThresholds(
-            fallback,
-            notes=[
-                f"noise: not used, {shown} was measured on {noise.gpu}, the baseline on {baseline.machine}; "
-                f"{fall_back}"
-            ],
-        )
-    if not noise.gpu_spread:  # written before such files were refused: it sets no threshold
-        return GpuThresholds(
-            fallback, notes=[f"noise: not used, {shown} has no benchmark with GPU time; {fall_back}"]
-        )
-    note = (
-        f"noise: {shown} ({noise.runs} runs, {noise.created or 'undated'}): GPU time judged at "
-        f"max({noise.floor:.1%}, {noise.k:g} x its run-to-run spread)"
-    )
-    return GpuThresholds(fallback, noise, notes=[note])
-
-
 # --------------------------------------------------------------------------- command line
 def distribution(noise: Noise) -> list[str]:
-    """The thresholds the file gives, as a distribution over its benchmarks."""
-    values = sorted(t.value for t in map(noise.threshold, noise.gpu_spread) if t is not None)
-    if not values:
-        return ["no benchmark with GPU time in every run: the gate judges every GPU time at --threshold"]
-    at_floor = sum(v <= noise.floor for v in values)
-    quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
-    return [
-        f"k = {noise.k:g}; GPU-time thresholds of {len(values)} benchmarks: {at_floor} at the floor "
-        f"({noise.floor:.1%}), {sum(v <= 0.02 for v in values)} at 2% or less; "
-        f"median {statistics.median(values):.2%}, "
-        f"quartiles {quartiles[0]:.2%} / {quartiles[2]:.2%}, largest {values[-1]:.2%}"
-    ]
+    """The thresholds the file gives, per figure, as a distribution over its benchmarks."""
+    lines = []
+    for figure, what in ((GPU, "GPU-time"), (WALL, "wall-time")):
+        known = noise.figures.get(figure)
+        if known is None:
+            continue
+        values = sorted(t.value for t in map(known.threshold, known.spread) if t is not None)
+        if not values:
+            lines.append(f"no benchmark with {what} in every run: the gate judges it at --threshold")
+            continue
+        at_floor = sum(v <= known.floor for v in values)
+        quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
+        lines.append(
+            f"k = {known.k:g}; {what} thresholds of {len(values)} benchmarks: {at_floor} at the floor "
+            f"({known.floor:.1%}), {sum(v <= 0.02 for v in values)} at 2% or less; "
+            f"median {statistics.median(values):.2%}, "
+            f"quartiles {quartiles[0]:.2%} / {quartiles[2]:.2%}, largest {values[-1]:.2%}"
+        )
+    host_bound = sum(noise.host_bound.values())
+    lines.append(f"{host_bound} benchmark(s) host-bound in these runs: their wall time follows the host")
+    return lines
 
 
 class _Parser(argparse.ArgumentParser):

@@ -26,6 +26,8 @@ THRESHOLD = 0.05
 Z = 3.0
 # The least GPU-time threshold a noise file (perf/tools/noise.py) may give a benchmark, however steady.
 GPU_FLOOR = 0.015
+# The least wall-time threshold a noise file may give: the timed rounds' own clock and synchronizations.
+WALL_FLOOR = 0.02
 
 # A benchmark is host-bound when one call keeps the host busy for at least this share of the call's
 # median time (extra_info host_ms against median_ms): the GPU then waits on Python and kernel

@@ -12,6 +12,8 @@ from typing import Any
 from perf.storage import recorded_on
 from perf.tools.regression_rule import GPU, WALL, Timing, gpu_timing, is_host_bound, median_standard_error
 
+# The GPU-time method of a result that does not name one: measured call by call (perf/harness/gpu_time.py).
+ISOLATED = "isolated"
 # The reason a benchmark has no GPU time where its result gives none.
 NO_GPU_TIME = "no gpu_ms in the result (recorded before GPU busy time was measured, or an untimed run)"
 
@@ -31,6 +33,8 @@ class Results:
     gpu_absent: dict[str, str] = field(default_factory=dict)  # why the others have none
     # The whole file as read, for readers that need more than timings (reports, combining parts).
     document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # How each GPU time was measured (extra_info gpu_method; ISOLATED where a result does not say).
+    gpu_methods: dict[str, str] = field(default_factory=dict)
 
     def figures(self, name: str) -> dict[str, Timing]:
         """The figures of one benchmark: 'wall' always, 'gpu' where it was measured."""
@@ -66,7 +70,7 @@ def load_results(path: Path, role: str) -> Results:
     machine = recorded_on(machine_info.get("perf") if isinstance(machine_info, dict) else None)
     if machine is None:
         raise GateError(f"{where}: no machine_info.perf, so the GPU it ran on is unknown")
-    timings, gpu_timings, gpu_absent = {}, {}, {}
+    timings, gpu_timings, gpu_absent, gpu_methods = {}, {}, {}, {}
     for i, entry in enumerate(benchmarks):
         stats = entry.get("stats") if isinstance(entry, dict) else None
         median = stats.get("median") if isinstance(stats, dict) else None
@@ -78,10 +82,12 @@ def load_results(path: Path, role: str) -> Results:
         gpu = gpu_timing(info)
         if gpu is not None:
             gpu_timings[name] = gpu
+            method = info.get("gpu_method") if isinstance(info, dict) else None
+            gpu_methods[name] = method if isinstance(method, str) and method else ISOLATED
         else:
             reason = info.get("gpu_ms_absent") if isinstance(info, dict) else None
             gpu_absent[name] = str(reason) if reason else NO_GPU_TIME
-    return Results(path, machine, timings, gpu_timings, gpu_absent, data)
+    return Results(path, machine, timings, gpu_timings, gpu_absent, data, gpu_methods)
 
 
 def check_same_machine(baseline: Results, current: Results, current_label: str) -> None:

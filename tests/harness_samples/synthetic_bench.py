@@ -72,9 +72,9 @@ def test_gpu_time_of_a_call_that_fails_only_then(bench, monkeypatch):
     # A call that fails in the extra calls after the timed rounds: the rounds stand, the reason is kept.
     from perf.harness import bench as harness_bench
 
-    def calls_fail(fn, seconds_per_call, device):
+    def calls_fail(fn, seconds_per_call, device, isolated=False):
         raise RuntimeError("device lost")
 
     monkeypatch.setattr(harness_bench, "unavailable_reason", lambda device: None)
-    monkeypatch.setattr(harness_bench, "profile_calls", calls_fail)
+    monkeypatch.setattr(harness_bench, "steady_gpu_time", calls_fail)
     bench.run(lambda: torch.ones(8).sum(), work=Work(), warmup_steps=1)

@@ -20,15 +20,15 @@ import math
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perf.storage import BASELINES, write_whole
 from perf.tables.format import Info, fmt
 from perf.tables.summary import SUMMARY_TABLES
-from perf.tools.changes import Rule
-from perf.tools.noise import gpu_thresholds
+from perf.tools.changes import Rule, with_noise
+from perf.tools.noise_thresholds import noise_thresholds
 from perf.tools.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
 from perf.tools.report import figures
 from perf.tools.report.comparison import compare, comparison_blocks, shown
@@ -341,8 +341,8 @@ def main(argv: Sequence[str] | None = None, baselines_dir: Path = BASELINES) -> 
             baseline = load_run(options.baseline, "--baseline")
             check_same_machine(baseline.results, current.results, f"result {options.result}")
             # The GPU-time thresholds the gate would take: the runner's noise file where there is one.
-            thresholds = gpu_thresholds(options.noise, baseline.results, options.threshold, baselines_dir)
-            rule, notes = replace(rule, gpu=thresholds), thresholds.summary()
+            thresholds = noise_thresholds(options.noise, baseline.results, options.threshold, baselines_dir)
+            rule, notes = with_noise(rule, thresholds), thresholds.summary()
         missing = figures.matplotlib_missing()
         if missing:
             raise GateError(missing)
