@@ -78,7 +78,9 @@ class FakeRunner:
 
 def run(repo: Path, fake: FakeRunner, **kwargs) -> tuple[ab.ABRun, list[str]]:
     said: list[str] = []
-    result = ab.run_ab("HEAD", ["perf/test_matmul.py", "-q"], repo=repo, runner_for=fake, say=said.append, **kwargs)
+    result = ab.run_ab(
+        "HEAD", ["perf/test_matmul.py", "-q"], repo=repo, runner_for=fake, say=said.append, **kwargs
+    )
     assert worktree_paths(repo) == [str(repo)]
     return result, said
 
@@ -127,7 +129,10 @@ def test_base_failing_is_said_and_its_benchmarks_never_fail(repo):
     assert result.paired.named("same") == [SAME] and result.paired.named("slower") == []
     assert sorted(result.paired.new) == sorted([SLOW, NOISY, NEW])
     text = "\n".join(ab_verdict.report(result))
-    assert "base could not run the selection: `pytest perf/test_matmul.py -q` on base failed with exit code 1" in text
+    assert (
+        "base could not run the selection: `pytest perf/test_matmul.py -q` on base failed with exit code 1"
+        in text
+    )
     assert "new (not on base, or failing there) (3):" in text
     assert ab_verdict.exit_code(result) == 0
 
@@ -153,7 +158,8 @@ def test_a_failed_head_run_is_no_verdict_and_leaves_no_worktree(repo):
 def test_a_dirty_tree_is_said_in_one_line_and_a_bad_ref_runs_nothing(repo):
     (repo / "changed.py").write_text("x = 2\n")
     _, said = run(repo, FakeRunner(repo), max_pairs=2)
-    assert said == [f"head: the working tree as it is, HEAD {git(repo, 'rev-parse', 'HEAD')[:12]} with uncommitted changes"]
+    head = git(repo, "rev-parse", "HEAD")[:12]
+    assert said == [f"head: the working tree as it is, HEAD {head} with uncommitted changes"]
     fake = FakeRunner(repo)
     with pytest.raises(GateError, match=r"^--base nope: not a commit in this repository \(git rev-parse\)$"):
         ab.run_ab("nope", [], repo=repo, runner_for=fake)
@@ -194,8 +200,21 @@ def gate_in(copy: Path, *args: str, **kwargs) -> subprocess.Popen:
 def test_gate_base_head_for_real_leaves_no_worktree(tmp_path):
     copy = checkout_copy(tmp_path)
     gate = gate_in(
-        copy, "--base", "HEAD", "--max-pairs", "2", "--threshold", "0.5", "--",
-        "perf/test_weighted_sum.py", "--device", "cpu", "-k", "forward and not backward", "-p", "no:cacheprovider",
+        copy,
+        "--base",
+        "HEAD",
+        "--max-pairs",
+        "2",
+        "--threshold",
+        "0.5",
+        "--",
+        "perf/test_weighted_sum.py",
+        "--device",
+        "cpu",
+        "-k",
+        "forward and not backward",
+        "-p",
+        "no:cacheprovider",
         "--benchmark-max-time=0.02",
     )
     out, err = gate.communicate(timeout=300)
@@ -213,7 +232,14 @@ def test_ctrl_c_during_the_ab_exits_130_and_leaves_no_worktree(tmp_path):
     commit_all(copy, "a benchmark that waits")  # in base and head alike
     marker = tmp_path / "waiting"
     gate = gate_in(
-        copy, "--base", "HEAD", "--", "perf/test_zz_wait.py", "-p", "no:cacheprovider", "--benchmark-max-time=0.02",
+        copy,
+        "--base",
+        "HEAD",
+        "--",
+        "perf/test_zz_wait.py",
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-max-time=0.02",
         env={"STOP": "wait", "MARKER": str(marker)},
     )
     try:

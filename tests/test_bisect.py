@@ -36,9 +36,9 @@ def results(medians: dict[str, float], se_share: float = 0.002, gpu: dict[str, f
     gpu = gpu or {}
     timings = {name: Timing(m, m * se_share) for name, m in medians.items()}
     gpu_timings = {name: Timing(m, m * se_share) for name, m in gpu.items()}
-    infos = [{"fullname": n, "extra_info": {"gpu_method": (methods or {})[n]} if n in (methods or {}) else {}}
-             for n in medians]  # fmt: skip
-    return Results(Path("fake.json"), "the CPU (test)", timings, gpu_timings, document={"benchmarks": infos})
+    # As load_results reads them: gpu_method where a GPU time was recorded, "isolated" where none is named.
+    gpu_methods = {name: (methods or {}).get(name, "isolated") for name in gpu}
+    return Results(Path("fake.json"), "the CPU (test)", timings, gpu_timings, gpu_methods=gpu_methods)
 
 
 def planted(first_bad: int | None, factor: float = 1.25, noise: float = 0.004, seed: int = 0):

@@ -246,5 +246,15 @@ def test_make_bisect_without_good_or_bad_stops_before_running():
 # --------------------------------------------------------------------------- make gate BASE=REF (fast)
 def test_make_gate_base_gives_the_ref_before_gate_args_and_args_after_the_separator():
     argv = argv_of("gate", "-k forward", BASE="origin/main", GATE_ARGS="--max-pairs 6")
-    assert argv == ["-m", "perf.tools.gate", "--base", "origin/main", "--max-pairs", "6", "--", "-k", "forward"]
+    assert argv == [
+        "-m",
+        "perf.tools.gate",
+        "--base",
+        "origin/main",
+        "--max-pairs",
+        "6",
+        "--",
+        "-k",
+        "forward",
+    ]
     assert "--base" not in argv_of("gate", "-k forward", BASE="")

@@ -24,16 +24,16 @@ def timings(median: float, noise: float, n: int, se: float | None = None) -> lis
     return [Timing(median * math.exp(o), None if se is None else se * median) for o in offsets]
 
 
-def results(wall: dict[str, float], gpu: dict[str, float] | None = None, method: str | None = None) -> Results:
+def results(
+    wall: dict[str, float], gpu: dict[str, float] | None = None, method: str | None = None
+) -> Results:
     """One run: wall (and GPU) medians in seconds per node id, a tight standard error on each."""
-    info = {} if method is None else {"gpu_method": method}
-    document = {"benchmarks": [{"fullname": n, "extra_info": info} for n in wall]}
     return Results(
         path=None,
         machine="NVIDIA H100",
         timings={n: Timing(t, t * 1e-4) for n, t in wall.items()},
         gpu_timings={n: Timing(t, t * 1e-4) for n, t in (gpu or {}).items()},
-        document=document,
+        gpu_methods={n: method or "isolated" for n in gpu or {}},  # as load_results reads them
     )
 
 

@@ -75,7 +75,8 @@ def slower_lines(ab: ABRun, judgement: Judgement, shown: str) -> list[str]:
     for figure in judgement.figures.values():
         lines.append(
             f"    {figure.figure:<4}  base {figure.base_s * 1e3:9.4f} ms  "
-            f"head {figure.head_s * 1e3:9.4f} ms  ratio {figure.ratio:.4f} (±{figure.se * 100:.2f}% se)  {figure.verdict}"
+            f"head {figure.head_s * 1e3:9.4f} ms  ratio {figure.ratio:.4f} (±{figure.se * 100:.2f}% se)  "
+            f"{figure.verdict}"
         )
     pairs = " ".join(f"{r:.4f}" for r in judgement.pair_ratios)
     lines.append(f"    pairs (head / base, {judgement.primary}): {pairs}")
@@ -114,11 +115,16 @@ def report(ab: ABRun) -> list[str]:
             lines += slower_lines(ab, judgement, short[judgement.name])
 
     def ratios(verdict: str) -> list[str]:
-        return [f"{short[j.name]}  ratio {j.figures[j.primary].ratio:.4f}" for j in paired.judged.values()
-                if j.verdict == verdict]
+        return [
+            f"{short[j.name]}  ratio {j.figures[j.primary].ratio:.4f}"
+            for j in paired.judged.values()
+            if j.verdict == verdict
+        ]
 
-    lines += _named(f"unknown after {ab.pairs} pairs (never failing: more pairs or a quieter machine decide)",
-                    ratios(UNKNOWN))
+    lines += _named(
+        f"unknown after {ab.pairs} pairs (never failing: more pairs or a quieter machine decide)",
+        ratios(UNKNOWN),
+    )
     lines += _named("faster", ratios(FASTER))
     new_title = "new (not on base" + (", or failing there)" if ab.base_failures else ")")
     lines += _named(new_title, paired.new)

@@ -22,14 +22,12 @@ from dataclasses import dataclass
 
 from perf.tools.outcome import short_names
 from perf.tools.regression_rule import GPU, HOST_BOUND_THRESHOLD, THRESHOLD, WALL, Timing, Z, judge_figure
-from perf.tools.results import GateError, Results
+from perf.tools.results import ISOLATED, GateError, Results
 
 # A commit's results, or why the selection cannot run at that commit (its pytest failed).
 Measure = Callable[[str], "Results | str"]
 GOOD, BAD, SKIPPED = "good", "bad", "skipped"
 SHORT = 12  # hex digits of a commit in messages and file names, as perf/tools/worktrees.py has them
-# The GPU-time method of results that record none (perf/harness/gpu_time.py: they were measured isolated).
-DEFAULT_GPU_METHOD = "isolated"
 
 
 @dataclass(frozen=True)
@@ -84,24 +82,12 @@ class Rule:
     host_threshold: float = HOST_BOUND_THRESHOLD
 
 
-def _extra_info(results: Results) -> dict[str, dict]:
-    benchmarks = results.document.get("benchmarks") or []
-    return {
-        b["fullname"]: b.get("extra_info") if isinstance(b.get("extra_info"), dict) else {}
-        for b in benchmarks
-        if isinstance(b, dict) and isinstance(b.get("fullname"), str)
-    }
-
-
 def primary(base: Results, current: Results) -> list[Figure]:
     """Each benchmark of both runs on one figure: its GPU time where both measured it by the same method
     (figures of two methods are not comparable), else its wall time."""
-    base_info, current_info = _extra_info(base), _extra_info(current)
     figures = []
     for name in base.timings.keys() & current.timings.keys():
-        methods = {
-            info.get(name, {}).get("gpu_method", DEFAULT_GPU_METHOD) for info in (base_info, current_info)
-        }
+        methods = {run.gpu_methods.get(name, ISOLATED) for run in (base, current)}
         if name in base.gpu_timings and name in current.gpu_timings and len(methods) == 1:
             figures.append(Figure(name, GPU, base.gpu_timings[name], current.gpu_timings[name]))
         else:

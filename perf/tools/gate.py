@@ -4,7 +4,7 @@ are larger than a threshold, larger than the runs' own noise, and still there wh
     python -m perf.tools.gate                            # run perf/; this machine's newest baseline
     python -m perf.tools.gate -- -k forward --tier full  # pytest arguments after --
     python -m perf.tools.gate --baseline OLD.json --current NEW.json
-    python -m perf.tools.gate --base main -- --tier pr  # A/B: main and this tree alternately (perf/tools/ab.py)
+    python -m perf.tools.gate --base main -- --tier pr  # A/B: main and this tree in turn (perf/tools/ab.py)
 
 Exit codes: 0 no regression, 1 at least one regression, 2 no verdict (bad input, failed pytest run).
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from perf.storage import BASELINES, write_whole
 from perf.tools import ab, ab_verdict
-from perf.tools.changes import Rule, compare, confirm
-from perf.tools.noise import gpu_thresholds
+from perf.tools.changes import Rule, compare, confirm, with_noise
+from perf.tools.noise_thresholds import noise_thresholds
 from perf.tools.outcome import LISTS, classify, describe
 from perf.tools.regression_rule import HOST_BOUND_SHARE, HOST_BOUND_THRESHOLD, THRESHOLD, Z
 from perf.tools.results import (
@@ -42,8 +42,8 @@ from perf.tools.runs import (
     with_selection,
 )
 from perf.tools.verdict import report
-from perf.tools.worktrees import runner_in
 from perf.tools.verdict_markdown import summary
+from perf.tools.worktrees import runner_in
 
 
 # --------------------------------------------------------------------------- command line
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--base",
         metavar="REF",
-        help="A/B: measure commit REF and this working tree alternately on this machine, instead of comparing "
+        help="A/B: measure commit REF and this working tree in turn on this machine, instead of comparing "
         "with a stored baseline (docs/gate.md); --save is then a folder for every run's result file",
     )
     parser.add_argument(
@@ -206,8 +206,8 @@ def _judge(
             )
         current = measure(runner, with_selection(options.pytest_args), "--current", save=options.save)
     check_same_machine(baseline, current, f"--current {options.current}" if options.current else "this run")
-    thresholds = gpu_thresholds(options.noise, baseline, options.threshold, baselines_dir)
-    rule = Rule(options.threshold, options.z, options.host_bound_threshold, thresholds)
+    thresholds = noise_thresholds(options.noise, baseline, options.threshold, baselines_dir)
+    rule = with_noise(Rule(options.threshold, options.z, options.host_bound_threshold), thresholds)
     comparison = compare(baseline, current, rule)
     if options.current is not None:
         regressions, not_persisted = comparison.suspects, []

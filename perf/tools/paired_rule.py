@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from perf.tools.regression_rule import GPU, WALL, Timing
-from perf.tools.results import Results
+from perf.tools.results import ISOLATED, Results
 
 # Base and head run minutes apart on the same machine and alternate, so the drift that makes a stored
 # baseline need 5% (regression_rule.THRESHOLD) mostly cancels: 1% is within reach of a few pairs.
@@ -36,8 +36,6 @@ MAX_PAIRS = 4
 TRUSTED_DF = 10
 
 SLOWER, FASTER, SAME, UNKNOWN = "slower", "faster", "same", "unknown"
-# extra_info gpu_method of a result that records none (perf/harness/gpu_time.py).
-ISOLATED = "isolated"
 
 
 @dataclass(frozen=True)
@@ -126,16 +124,6 @@ def judge_figure(
     return FigureVerdict(figure, verdict, effect, se, math.exp(log_base), math.exp(log_head))
 
 
-def gpu_method(results: Results, name: str) -> str:
-    """How a benchmark's GPU time was measured in one run ('burst' or 'isolated')."""
-    for entry in results.document.get("benchmarks", ()):
-        if isinstance(entry, dict) and entry.get("fullname") == name:
-            info = entry.get("extra_info")
-            method = info.get("gpu_method") if isinstance(info, dict) else None
-            return method if isinstance(method, str) else ISOLATED
-    return ISOLATED
-
-
 def _pair_ratios(base: Sequence[Timing], head: Sequence[Timing]) -> list[float]:
     return [h.median_s / b.median_s for b, h in zip(base, head, strict=False)]
 
@@ -152,7 +140,7 @@ def judge(
     base_runs = [r for r in base_runs if name in r.timings]
     head_runs = [r for r in head_runs if name in r.timings]
     on_gpu = all(name in r.gpu_timings for r in (*base_runs, *head_runs))
-    methods = {gpu_method(r, name) for r in (*base_runs, *head_runs)} if on_gpu else set()
+    methods = {r.gpu_methods.get(name, ISOLATED) for r in (*base_runs, *head_runs)} if on_gpu else set()
     fell_back = len(methods) > 1
     wanted = [WALL] + ([GPU] if on_gpu and not fell_back else [])
     figures = {}
