@@ -89,7 +89,7 @@ def test_a_burst_splits_calls_at_the_markers_between_them():
         split_calls(activities[:5], calls=3, method=gpu_time.BURST)
 
 
-@pytest.mark.parametrize(("seconds", "calls"), [(None, 3), (1.0, 3), (0.01, 10), (0.001, 100), (1e-6, 1000)])
+@pytest.mark.parametrize(("seconds", "calls"), [(None, 3), (1.0, 3), (0.01, 20), (0.001, 200), (1e-6, 1000)])
 def test_a_burst_is_about_its_target_work(seconds, calls):
     assert gpu_time.burst_calls_for(seconds) == calls
 
@@ -114,17 +114,19 @@ def test_isolated_calls_are_measured_isolated_whatever_the_method(monkeypatch):
     monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "burst")
     asked = []
     monkeypatch.setattr(gpu_time, "profile_calls", lambda fn, s, device: asked.append("isolated") or "alone")
-    monkeypatch.setattr(gpu_time, "measure_burst", lambda fn, calls, device: asked.append("burst") or "burst")
+    monkeypatch.setattr(
+        gpu_time, "measure_burst", lambda fn, calls, device, lead: asked.append(("burst", lead)) or "burst"
+    )
     device = torch.device("cuda", 0)
     assert gpu_time.steady_gpu_time(lambda: None, 0.01, device, isolated=True) == "alone"
     assert gpu_time.steady_gpu_time(lambda: None, 0.01, device) == "burst"
-    assert asked == ["isolated", "burst"]
+    assert asked == ["isolated", ("burst", 20)]  # lead calls of about BURST_LEAD_S
 
 
 def test_both_records_the_isolated_median_beside_the_burst(monkeypatch):
     monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "both")
     burst = GpuTime((1.0, 1.0, 1.0), 1.0, 0.1, method=gpu_time.BURST)
-    monkeypatch.setattr(gpu_time, "measure_burst", lambda fn, calls, device: burst)
+    monkeypatch.setattr(gpu_time, "measure_burst", lambda fn, calls, device, lead: burst)
     monkeypatch.setattr(gpu_time, "profile_calls", lambda fn, s, device: GpuTime((1.2, 1.4, 1.3), 1.0, 0.1))
     measured = gpu_time.steady_gpu_time(lambda: None, 0.01, torch.device("cuda", 0))
     figures = measured.figures(median_ms=2.0)

@@ -14,7 +14,9 @@ never compared as one (perf/tools/regression_rule.py):
   (`torch.cuda._sleep(0)`, ~1 us, a kernel no model launches) queued between them and no
   synchronization: the device stays in the clock and power state the timed rounds brought it to,
   and each call's activity lies between the markers queued before and after it on its stream.
-  The first BURST_LEAD_CALLS calls are run but not counted (the profiler's start idles the device).
+  Lead calls of about BURST_LEAD_S are queued first and the profiler started while the device runs
+  them: a burst that began from idle would be counted in the boost and fall of its clock under the
+  power cap, not in the state a training run holds (NOTES.md: A steady GPU figure).
 - `isolated`: each call alone, the device drained and a marker run between synchronizations right
   before and after it, so calls are told apart on any stream and work between calls (a rank's
   barrier) is in none of them. Rank collectives and calls on several streams are measured so
@@ -50,10 +52,11 @@ TARGET_S = 0.03
 MAX_CALLS = 1000
 SPREAD_FOR_MORE = 0.01
 MORE_CALLS = 3
-# The burst: about BURST_S of calls, at least BURST_MIN_CALLS, after BURST_LEAD_CALLS uncounted ones.
-BURST_S = 0.1
+# The burst: about BURST_S of counted calls, at least BURST_MIN_CALLS, after about BURST_LEAD_S of
+# uncounted ones, at least one.
+BURST_S = 0.2
 BURST_MIN_CALLS = 3
-BURST_LEAD_CALLS = 1
+BURST_LEAD_S = 0.2
 # The methods (extra_info gpu_method). `both` measures a burst and, for comparison, isolated calls
 # (their median as gpu_isolated_ms). A result without gpu_method was measured isolated.
 BURST, ISOLATED, BOTH = "burst", "isolated", "both"
@@ -175,11 +178,13 @@ def configured_method() -> str:
     return method
 
 
-def burst_calls_for(seconds_per_call: float | None) -> int:
-    """How many counted calls make a burst of about BURST_S, within [BURST_MIN_CALLS, MAX_CALLS]."""
+def burst_calls_for(
+    seconds_per_call: float | None, seconds: float = BURST_S, least: int = BURST_MIN_CALLS
+) -> int:
+    """How many calls make about `seconds` of work, within [least, MAX_CALLS]."""
     if seconds_per_call is None or not seconds_per_call > 0:
-        return BURST_MIN_CALLS
-    return max(BURST_MIN_CALLS, min(MAX_CALLS, round(BURST_S / seconds_per_call)))
+        return least
+    return max(least, min(MAX_CALLS, round(seconds / seconds_per_call)))
 
 
 def steady_gpu_time(
@@ -190,7 +195,8 @@ def steady_gpu_time(
     method = ISOLATED if isolated else configured_method()
     if method == ISOLATED:
         return profile_calls(fn, seconds_per_call, device)
-    measured = measure_burst(fn, burst_calls_for(seconds_per_call), device)
+    lead = burst_calls_for(seconds_per_call, BURST_LEAD_S, least=1)
+    measured = measure_burst(fn, burst_calls_for(seconds_per_call), device, lead=lead)
     if method == BOTH and isinstance(measured, GpuTime):
         alone = profile_calls(fn, seconds_per_call, device)
         if isinstance(alone, GpuTime):
@@ -309,9 +315,7 @@ def measure_gpu_time(
     return _measured(activities, calls, time.perf_counter() - started)
 
 
-def measure_burst(
-    fn: Callable[[], Any], calls: int, device: torch.device, *, lead: int = BURST_LEAD_CALLS
-) -> GpuTime | str:
+def measure_burst(fn: Callable[[], Any], calls: int, device: torch.device, *, lead: int = 1) -> GpuTime | str:
     """Busy time of each of `calls` calls of `fn` run back to back on `device` after `lead` uncounted
     ones, a marker kernel queued between calls and no synchronization; or why it cannot be had (then
     nothing is called). Never raises for the profiler's sake; an error of `fn` itself propagates."""
@@ -321,13 +325,14 @@ def measure_burst(
     if reason is not None:
         return reason
     started = time.perf_counter()
+    for _ in range(lead):  # queued before the profiler starts: the device is busy while it does
+        fn()
     profiler, reason = _started_profiler()
     if profiler is None:
+        torch.cuda.synchronize(device)
         return reason or "torch.profiler did not start"
     activities: list[Activity] = []
     try:
-        for _ in range(lead):
-            fn()
         _marker(device)
         for _ in range(calls):
             fn()
