@@ -112,3 +112,16 @@ def test_one_sided_benchmarks_are_new_or_missing_and_pair_ratios_follow_the_runs
     paired = judge_all(base, head)
     assert (paired.new, paired.missing, list(paired.judged)) == (["b"], ["a"], [NAME])
     assert paired.judged[NAME].pair_ratios == pytest.approx([1.1, 1.2])
+
+
+def test_pairs_that_disagree_widen_the_noise_so_a_drift_is_not_a_slowdown():
+    # Each side's runs within 0.35% of each other, but moving against each other pair by pair: the pairs'
+    # ratios range over 1.4% (1.017, 1.003, 1.010; mean 1.0101), as on a clean H100 A/B that failed.
+    wobble = (0.9965, 1.0035, 1.000)
+    base = [Timing(1e-3 * w, 1e-7) for w in wobble]
+    head = [Timing(1.0101e-3 / w, 1e-7) for w in wobble]
+    judged = judge_figure("gpu", base, head)
+    assert judged.ratio == pytest.approx(1.0101, abs=1e-4) and judged.verdict == UNKNOWN, judged
+    # The same sides with their runs paired alike: every pair says 1.0101, a slowdown.
+    steady = [Timing(1.0101e-3 * w, 1e-7) for w in wobble]
+    assert judge_figure("gpu", base, steady).verdict == SLOWER

@@ -122,6 +122,31 @@ def test_sigterm_between_runs_unwinds_and_removes_the_tree(repo, tmp_path):
     assert worktree_paths(repo) == [str(repo)]
 
 
+def test_a_tree_left_by_a_killed_run_is_removed_by_the_next_and_a_live_ones_is_not(repo, tmp_path, capsys):
+    marker = tmp_path / "inside"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(repo), str(marker)], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists() and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists()
+        head = worktrees.resolve_commit("HEAD", repo)
+        with worktrees.checked_out(head, repo):  # the holder still runs: its tree stays
+            assert len(worktree_paths(repo)) == 3
+        holder.kill()  # SIGKILL: no clean-up of its own
+        holder.wait(timeout=30)
+    finally:
+        holder.kill()
+    left = [Path(p) for p in worktree_paths(repo)[1:]]
+    assert len(left) == 1 and left[0].exists()
+    capsys.readouterr()
+    with worktrees.checked_out(head, repo):
+        assert len(worktree_paths(repo)) == 2  # the new one only
+    assert not left[0].parent.exists() and worktree_paths(repo) == [str(repo)]
+    assert f"removed the worktree {left[0]}, left behind by a run that was killed" in capsys.readouterr().err
+
+
 def test_runner_in_a_tree_imports_that_trees_packages(repo, tmp_path, monkeypatch):
     which = tmp_path / "which.txt"
     monkeypatch.setenv("WHICH", str(which))

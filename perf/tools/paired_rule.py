@@ -4,7 +4,9 @@ Runs come in pairs, ABBA first (base, head, head, base), then BA and AB alternat
 machine over the minutes of a session (clocks, heat, other load) falls on both sides alike. For each
 benchmark and figure the effect is the difference of the mean log medians, m = mean(log head) - mean(log
 base), with the standard error se = s * sqrt(1/n_base + 1/n_head), where s is the pooled spread of each
-side's log medians across its runs. Three answers, as Chromium's pinpoint gives them:
+side's log medians across its runs; or, where larger, the standard error of the pairs' own log ratios
+(a machine that drifts between pairs: a clean A/B on an H100 otherwise failed at 1.0101 with pair
+ratios of 1.004, 1.018 and 1.009). Three answers, as Chromium's pinpoint gives them:
 
     SLOWER   m > log(1 + threshold) and m > z * se
     FASTER   -m > log(1 + threshold) and -m > z * se
@@ -104,6 +106,15 @@ def _noise(base: Sequence[Timing], head: Sequence[Timing]) -> float:
     return floor if pooled == math.inf else max(pooled, floor)
 
 
+def _pair_se(base: Sequence[Timing], head: Sequence[Timing]) -> float:
+    """The standard error of the mean log ratio of the pairs (base and head in run order): a drift that
+    moves both of a pair's runs cancels in it, one that moves between pairs widens it. 0 below 2 pairs."""
+    logs = [math.log(h.median_s / b.median_s) for b, h in zip(base, head, strict=False)]
+    if len(logs) < 2:
+        return 0.0
+    return statistics.stdev(logs) / math.sqrt(len(logs))
+
+
 def judge_figure(
     figure: str, base: Sequence[Timing], head: Sequence[Timing], threshold: float = THRESHOLD, z: float = Z
 ) -> FigureVerdict:
@@ -111,7 +122,7 @@ def judge_figure(
     log_base = statistics.fmean(math.log(t.median_s) for t in base)
     log_head = statistics.fmean(math.log(t.median_s) for t in head)
     effect = log_head - log_base
-    se = _noise(base, head) * math.sqrt(1 / len(base) + 1 / len(head))
+    se = max(_noise(base, head) * math.sqrt(1 / len(base) + 1 / len(head)), _pair_se(base, head))
     bound = math.log1p(threshold)
     if effect > bound and effect > z * se:
         verdict = SLOWER

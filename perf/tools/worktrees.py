@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,8 @@ from perf.tools.results import GateError
 from perf.tools.runs import Runner, run_pytest_in
 
 SHORT = 12  # hex digits that name a commit in messages and folder names
+FOLDER_PREFIX = "perf-worktree-"  # the temporary folder that holds a worktree
+OWNER_FILE = "owner.pid"  # beside the worktree: the process that made it, for remove_abandoned
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -72,11 +76,44 @@ def _remove(repo: Path, tree: Path, folder: Path) -> None:
         _git(repo, "worktree", "prune")  # forgets the tree where `remove` failed and the folder is gone
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_abandoned(repo: Path = ROOT) -> list[Path]:
+    """Remove this repository's worktrees that a run killed outright (SIGKILL, a lost machine) left behind:
+    those in a FOLDER_PREFIX folder whose OWNER_FILE names a process that no longer runs. Returns them."""
+    listed = _git(repo, "worktree", "list", "--porcelain").stdout.splitlines()
+    removed = []
+    for line in listed:
+        tree = Path(line.removeprefix("worktree ")) if line.startswith("worktree ") else None
+        if tree is None or not tree.parent.name.startswith(FOLDER_PREFIX):
+            continue
+        try:
+            owner = int((tree.parent / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not one of ours, or being made this moment: left alone
+        if not _alive(owner):
+            _remove(repo, tree, tree.parent)
+            removed.append(tree)
+    return removed
+
+
 @contextlib.contextmanager
 def checked_out(commit: str, repo: Path = ROOT) -> Iterator[Path]:
     """`commit` checked out (detached) in a temporary folder for the block's duration; removed on every
-    exit, registered worktree and folder both."""
-    folder = Path(tempfile.mkdtemp(prefix="perf-worktree-"))
+    exit, registered worktree and folder both. Worktrees that killed runs left behind are removed first,
+    each said in one line on stderr."""
+    for tree in remove_abandoned(repo):
+        print(f"removed the worktree {tree}, left behind by a run that was killed", file=sys.stderr)
+    folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    (folder / OWNER_FILE).write_text(str(os.getpid()))
     tree = folder / commit[:SHORT]
     try:
         added = _git(repo, "worktree", "add", "--detach", str(tree), commit)
