@@ -317,6 +317,7 @@ def clone(tmp_path_factory) -> tuple[Path, list[str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # it times the host: other tests at once would move GOOD's figure
 def test_a_real_run_finds_the_commit_that_slept(clone):
     clone, shas = clone
     done = subprocess.run(

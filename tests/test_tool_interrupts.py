@@ -69,3 +69,30 @@ DRIVER_ARGS = [
     "--benchmark-max-time=0.02",
     "tests/harness_samples/interrupted_bench.py",
 ]
+
+
+def test_a_termination_passed_on_ends_the_tool_as_interrupted_not_as_a_failed_run(tmp_path):
+    # pytest ended by SIGTERM exits -15 (no handler of its own): a tool that passed the signal on must say
+    # it was stopped, never read the run as failed and go on (an A/B would judge what it had).
+    save, marker = tmp_path / "current.json", tmp_path / "waiting"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "STOP": "wait"}
+    tool = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(save)],
+        cwd=ROOT,
+        env={**env, "MARKER": str(marker)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists() and tool.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), "the benchmark never started waiting"
+        tool.send_signal(signal.SIGTERM)  # to the tool alone, as `timeout` or a CI runner sends it
+        out, err = tool.communicate(timeout=120)
+    finally:
+        tool.kill()
+    assert tool.returncode == 130, out + err
+    assert err.splitlines()[-1].startswith("perf.tools.x: interrupted: "), err
+    assert "failed with exit code" not in err and "Traceback" not in err and not save.exists()

@@ -36,16 +36,19 @@ class Interrupted(Exception):
 
 
 @contextlib.contextmanager
-def forwarding_signals(process: subprocess.Popen) -> Iterator[None]:
-    """While the block runs, SIGINT and SIGTERM received here go to `process` instead, once each."""
+def forwarding_signals(process: subprocess.Popen) -> Iterator[list[int]]:
+    """While the block runs, SIGINT and SIGTERM received here go to `process` instead, once each; the block
+    gets the list of those passed on."""
+    forwarded: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
+        forwarded.append(signum)
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield forwarded
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -53,11 +56,16 @@ def forwarding_signals(process: subprocess.Popen) -> Iterator[None]:
 
 def run_pytest_in(tree: Path, args: Sequence[str], json_path: Path) -> int:
     """pytest started in `tree` (a checkout: its pytest.ini makes it the import root) by this Python, its
-    output on this terminal; returns pytest's exit code."""
+    output on this terminal; returns pytest's exit code. KeyboardInterrupt once it has ended where an
+    interrupt or a termination was passed on to it, whatever its exit code: a tool told to stop gives no
+    verdict (a pytest ended by SIGTERM exits -15, which would read as a failed run)."""
     command = [sys.executable, "-m", "pytest", *args, f"--benchmark-json={json_path}"]
     process = subprocess.Popen(command, cwd=tree, process_group=0)  # a Ctrl-C reaches it from here only
-    with forwarding_signals(process):
-        return process.wait()
+    with forwarding_signals(process) as forwarded:
+        code = process.wait()
+    if forwarded:
+        raise KeyboardInterrupt
+    return code
 
 
 def run_pytest(args: Sequence[str], json_path: Path) -> int:
