@@ -15,13 +15,13 @@ never compared as one (perf/tools/regression_rule.py):
   synchronization: the device stays in the clock and power state the timed rounds brought it to,
   and each call's activity lies between the markers queued before and after it on its stream.
   Lead calls of about BURST_LEAD_S are queued first and the profiler started while the device runs
-  them: a burst that began from idle would be counted in the boost and fall of its clock under the
-  power cap, not in the state a training run holds (NOTES.md: A steady GPU figure).
+  them, so that the counted calls do not begin from the idle moment of the profiler's start.
 - `isolated`: each call alone, the device drained and a marker run between synchronizations right
   before and after it, so calls are told apart on any stream and work between calls (a rank's
   barrier) is in none of them. Rank collectives and calls on several streams are measured so
-  (`isolated=True`); a drained call starts from a different clock and power state each time, so
-  its figure moves more from run to run (NOTES.md: A steady GPU figure).
+  (`isolated=True`); a drained call starts from a different clock and power state each time: the
+  matmuls' figures moved several times as much from run to run as in a burst, attention's about as
+  much (NOTES.md: A steady GPU figure).
 
 Where it cannot be measured (the CPU, a torch without CUPTI, a profiling tool such as nsys that
 holds CUPTI, a profile that lost activity) `measure_gpu_time` returns the reason instead, and the
