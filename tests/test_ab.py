@@ -137,6 +137,14 @@ def test_base_failing_is_said_and_its_benchmarks_never_fail(repo):
     assert ab_verdict.exit_code(result) == 0
 
 
+def test_base_that_cannot_collect_the_selection_is_said_not_taken_for_an_interrupt(repo):
+    # pytest exits 2 at a collection error (a module base lacks): the gate was not interrupted.
+    result, _ = run(repo, FakeRunner(repo, base_code=2), max_pairs=2)
+    text = "\n".join(ab_verdict.report(result))
+    assert "on base stopped at collection (exit code 2): base cannot collect it" in text, text
+    assert ab_verdict.exit_code(result) == 2  # nothing measured on both sides: no verdict, not 130
+
+
 def test_base_running_nothing_gives_no_verdict(repo):
     result, _ = run(repo, FakeRunner(repo, base_code=4), max_pairs=2)
     assert ab_verdict.exit_code(result) == 2

@@ -239,6 +239,26 @@ def test_a_commit_that_fails_is_skipped_in_one_line(repo, capsys):
     assert f"first slower commit: {shas[5]}" in out
 
 
+def test_a_commit_that_cannot_collect_is_skipped_not_taken_for_an_interrupt(repo, capsys):
+    # pytest exits 2 at a collection error; an interrupt passed on reaches the tool as KeyboardInterrupt.
+    repo, shas = repo
+
+    def runner_for(tree: Path):
+        def run(args, json_path: Path) -> int:
+            if (tree / "broken").read_text():
+                return 2
+            factor = float((tree / "speed").read_text())
+            result_file(json_path, {name: 1e-3 * (factor if name == SLOWED else 1.0) for name in NAMES})
+            return 0
+
+        return run
+
+    code = bisect.main([shas[0], shas[-1], "--", "-k", "x"], repo=repo, runner_for=runner_for)
+    out = capsys.readouterr().out
+    assert code == 0 and f"first slower commit: {shas[5]}" in out, out
+    assert "pytest stopped at collection (exit code 2): the commit cannot collect it" in out
+
+
 def test_an_unchanged_range_exits_1(repo, capsys):
     repo, shas = repo
     code, out, _ = run_main(capsys, repo, shas[0], shas[2], "--", "-k", "x")

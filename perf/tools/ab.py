@@ -81,7 +81,9 @@ def _passed_only(partial: Path, kept: Path) -> Results | None:
 
 def measure_base(runner: Runner, args: Sequence[str], save: Path | None) -> tuple[Results | None, str | None]:
     """One run of base: (its results, None), or where pytest failed (a test failing at base, a path or node
-    id base lacks) (the benchmarks that passed, if any, and what failed). An interrupt is `Interrupted`."""
+    id base lacks, a module it cannot import) (the benchmarks that passed, if any, and what failed). An
+    interrupt is `Interrupted`: the runner raises KeyboardInterrupt where one was passed on to pytest, so
+    pytest's own exit code 2 means it stopped itself, at a collection error."""
     folder = Path(tempfile.mkdtemp(prefix="perf-base-"))
     json_path = save or folder / "results.json"
     shown = " ".join(["pytest", *args])
@@ -89,9 +91,9 @@ def measure_base(runner: Runner, args: Sequence[str], save: Path | None) -> tupl
         try:
             code = runner(list(args), json_path)
         except KeyboardInterrupt:
-            code = PYTEST_INTERRUPTED
-        if code == PYTEST_INTERRUPTED:
-            raise Interrupted(f"`{shown}` on base was interrupted")
+            raise Interrupted(f"`{shown}` on base was interrupted") from None
+        if code == PYTEST_INTERRUPTED and not partial_name(json_path).is_file():
+            return None, f"`{shown}` on base stopped at collection (exit code {code}): base cannot collect it"
         if code in PYTEST_OK:
             if json_path.is_file():
                 return load_results(json_path, "base"), None

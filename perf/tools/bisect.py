@@ -37,7 +37,15 @@ from perf.tools.bisect_search import (
 from perf.tools.kernel_changes import BASELINE, CURRENT, explanation_lines
 from perf.tools.regression_rule import Z
 from perf.tools.results import GateError, Results
-from perf.tools.runs import Interrupted, Runner, is_selection, measure, tool_main, with_selection
+from perf.tools.runs import (
+    PYTEST_INTERRUPTED,
+    Interrupted,
+    Runner,
+    is_selection,
+    measure,
+    tool_main,
+    with_selection,
+)
 from perf.tools.worktrees import checked_out, is_dirty, resolve_commit, runner_in, terminating_as_interrupt
 
 PROG = "perf.tools.bisect"
@@ -123,6 +131,10 @@ def _interruptible(runner: Runner) -> Runner:
         # Ended by a signal (a SIGTERM passed on): an interrupt, not a commit at which the selection fails.
         if code < 0:
             raise KeyboardInterrupt
+        # pytest stopped itself (the runner raises KeyboardInterrupt where an interrupt was passed on):
+        # a collection error, so this commit is skipped like any other that cannot run the selection.
+        if code == PYTEST_INTERRUPTED:
+            raise GateError(f"pytest stopped at collection (exit code {code}): the commit cannot collect it")
         return code
 
     return run
