@@ -25,7 +25,8 @@ sys.exit(tool_main("perf.tools.x", lambda: measure(run_pytest, args, "run", save
 """
 
 
-def test_ctrl_c_reaches_pytest_once_and_the_tool_says_one_line(tmp_path):
+def stopped_tool(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, str, str]:
+    """DRIVER run until its benchmark waits, then sent `signum`: the tool, its stdout and stderr."""
     save, marker = tmp_path / "current.json", tmp_path / "waiting"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "STOP": "wait"}
     tool = subprocess.Popen(
@@ -43,10 +44,16 @@ def test_ctrl_c_reaches_pytest_once_and_the_tool_says_one_line(tmp_path):
         while not marker.exists() and tool.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert marker.exists(), "the benchmark never started waiting"
-        tool.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the tool's process group
+        tool.send_signal(signum)
         out, err = tool.communicate(timeout=120)
     finally:
         tool.kill()
+    return tool, out, err
+
+
+def test_ctrl_c_reaches_pytest_once_and_the_tool_says_one_line(tmp_path):
+    save = tmp_path / "current.json"
+    tool, out, err = stopped_tool(tmp_path, signal.SIGINT)  # as a terminal's Ctrl-C reaches the tool
     partial = tmp_path / "current.partial.json"
     assert tool.returncode == 130, out + err
     assert err.splitlines()[-1] == (
@@ -74,25 +81,8 @@ DRIVER_ARGS = [
 def test_a_termination_passed_on_ends_the_tool_as_interrupted_not_as_a_failed_run(tmp_path):
     # pytest ended by SIGTERM exits -15 (no handler of its own): a tool that passed the signal on must say
     # it was stopped, never read the run as failed and go on (an A/B would judge what it had).
-    save, marker = tmp_path / "current.json", tmp_path / "waiting"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "STOP": "wait"}
-    tool = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(save)],
-        cwd=ROOT,
-        env={**env, "MARKER": str(marker)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while not marker.exists() and tool.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert marker.exists(), "the benchmark never started waiting"
-        tool.send_signal(signal.SIGTERM)  # to the tool alone, as `timeout` or a CI runner sends it
-        out, err = tool.communicate(timeout=120)
-    finally:
-        tool.kill()
+    tool, out, err = stopped_tool(tmp_path, signal.SIGTERM)  # as `timeout` or a CI runner sends it
     assert tool.returncode == 130, out + err
     assert err.splitlines()[-1].startswith("perf.tools.x: interrupted: "), err
-    assert "failed with exit code" not in err and "Traceback" not in err and not save.exists()
+    assert "failed with exit code" not in err and "Traceback" not in err
+    assert not (tmp_path / "current.json").exists()

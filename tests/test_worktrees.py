@@ -106,15 +106,24 @@ except KeyboardInterrupt:
 """
 
 
-def test_sigterm_between_runs_unwinds_and_removes_the_tree(repo, tmp_path):
+def start_holder(repo: Path, tmp_path: Path) -> subprocess.Popen:
+    """HOLDER in a process of its own, returned once it is inside its worktree."""
     marker = tmp_path / "inside"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(repo), str(marker)], env=env)
+    deadline = time.monotonic() + 30
+    while not marker.exists() and holder.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not marker.exists():
+        holder.kill()
+        pytest.fail("the holder never got inside its worktree")
+    return holder
+
+
+def test_sigterm_between_runs_unwinds_and_removes_the_tree(repo, tmp_path):
+    holder = start_holder(repo, tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while not marker.exists() and holder.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert marker.exists() and len(worktree_paths(repo)) == 2
+        assert len(worktree_paths(repo)) == 2
         holder.send_signal(signal.SIGTERM)
         assert holder.wait(timeout=30) == 130
     finally:
@@ -123,14 +132,8 @@ def test_sigterm_between_runs_unwinds_and_removes_the_tree(repo, tmp_path):
 
 
 def test_a_tree_left_by_a_killed_run_is_removed_by_the_next_and_a_live_ones_is_not(repo, tmp_path, capsys):
-    marker = tmp_path / "inside"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(repo), str(marker)], env=env)
+    holder = start_holder(repo, tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while not marker.exists() and holder.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert marker.exists()
         head = worktrees.resolve_commit("HEAD", repo)
         with worktrees.checked_out(head, repo):  # the holder still runs: its tree stays
             assert len(worktree_paths(repo)) == 3
