@@ -145,6 +145,16 @@ def test_base_that_cannot_collect_the_selection_is_said_not_taken_for_an_interru
     assert ab_verdict.exit_code(result) == 2  # nothing measured on both sides: no verdict, not 130
 
 
+def test_markdown_summary_holds_the_decision_the_link_and_the_verdict_alone(repo):
+    result, _ = run(repo, FakeRunner(repo), max_pairs=2)
+    text = ab_verdict.markdown(result, "https://ci.example/run/7")
+    lines = text.splitlines()
+    assert lines[0] == f"## GPU gate (A/B) — {ab_verdict.decision(result)}"
+    assert "https://ci.example/run/7" in lines[2]
+    fenced = text.split("```")[1].strip().splitlines()
+    assert fenced == ab_verdict.report(result)
+
+
 def test_base_running_nothing_gives_no_verdict(repo):
     result, _ = run(repo, FakeRunner(repo, base_code=4), max_pairs=2)
     assert ab_verdict.exit_code(result) == 2
@@ -215,6 +225,8 @@ def test_gate_base_head_for_real_leaves_no_worktree(tmp_path):
         "2",
         "--threshold",
         "0.5",
+        "--markdown",
+        str(tmp_path / "summary.md"),
         "--",
         "perf/test_weighted_sum.py",
         "--device",
@@ -231,6 +243,17 @@ def test_gate_base_head_for_real_leaves_no_worktree(tmp_path):
     decision = [line for line in out.splitlines() if "A/B against base" in line]
     assert decision and decision[0].startswith(("PASS", "FAIL")) and head in decision[0], out + err
     assert worktree_paths(copy) == [str(copy)]
+    assert (tmp_path / "summary.md").read_text().startswith(f"## GPU gate (A/B) — {decision[0]}")
+
+
+@pytest.mark.parametrize("option", ["--baseline=x.json", "--noise=off", "--remeasure=2", "--list=new"])
+def test_options_of_the_stored_baseline_gate_are_refused_with_base_in_one_line(option, capsys):
+    from perf.tools import gate
+
+    assert gate.main(["--base", "HEAD", option]) == 2
+    err = capsys.readouterr().err
+    name = option.split("=")[0]
+    assert err.count("\n") == 1 and f"{name} is not used with it" in err, err
 
 
 @pytest.mark.slow

@@ -34,8 +34,7 @@ from perf.tools.runs import (
 BASE, HEAD = "base", "head"
 MAX_PAIRS = paired_rule.MAX_PAIRS
 # Gate options of the stored-baseline comparison that the A/B does not use: given with --base, refused.
-UNUSED = ("--baseline", "--current", "--noise", "--remeasure", "--markdown", "--link", "--list")
-UNUSED += ("--host-bound-threshold",)
+UNUSED = ("--baseline", "--current", "--noise", "--remeasure", "--list", "--host-bound-threshold")
 FIRST_PAIRS = 2  # ABBA: every benchmark runs twice on each side before any is judged
 
 

@@ -8,12 +8,13 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from perf.storage import write_whole
 from perf.tools.ab import FIRST_PAIRS, ABRun, run_ab
 from perf.tools.kernel_changes import explanation_lines
 from perf.tools.outcome import short_names
 from perf.tools.paired_rule import FASTER, SAME, SLOWER, UNKNOWN, Judgement
 from perf.tools.regression_rule import FIGURES
-from perf.tools.results import Results
+from perf.tools.results import GateError, Results
 from perf.tools.runs import Runner
 from perf.tools.worktrees import SHORT
 
@@ -133,6 +134,15 @@ def report(ab: ABRun) -> list[str]:
     return [*lines, decision(ab)]
 
 
+def markdown(ab: ABRun, link: str | None = None) -> str:
+    """The verdict for a CI job summary: the decision as the heading, the link to the kept runs, and the
+    verdict as the terminal shows it (without the runs' own pytest output)."""
+    lines = [f"## GPU gate (A/B) — {decision(ab)}", ""]
+    if link:
+        lines += [f"The runs' result files and the full log: {link}", ""]
+    return "\n".join([*lines, "```", *report(ab), "```", ""])
+
+
 def main(options: argparse.Namespace, runner_for: Callable[[Path], Runner]) -> int:
     """`gate --base REF`: measure, print the verdict, return the exit code."""
     ab = run_ab(
@@ -145,4 +155,11 @@ def main(options: argparse.Namespace, runner_for: Callable[[Path], Runner]) -> i
         runner_for=runner_for,
     )
     print("\n".join(report(ab)), flush=True)
+    if options.markdown is not None:
+        try:
+            write_whole(options.markdown, markdown(ab, options.link).encode())
+        except OSError as err:
+            raise GateError(
+                f"--markdown {options.markdown}: cannot be written ({err.strerror or err})"
+            ) from None
     return exit_code(ab)
