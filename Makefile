@@ -52,7 +52,7 @@ gate: env
 	$(PY) -m perf.tools.gate $(if $(BASE),--base $(BASE)) $(GATE_ARGS) -- $(ARGS)
 
 # This runner's noise: the selection (ARGS; e.g. --tier pr) run NOISE_RUNS times back to back, each benchmark's
-# run-to-run spread stored in baselines/<gpu>/noise.json, from which the gate takes its GPU-time thresholds.
+# run-to-run spread stored in baselines/<gpu>/noise.json, from which the gate takes its GPU- and wall-time thresholds.
 NOISE_RUNS ?= 3
 
 noise: env
