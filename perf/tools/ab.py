@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf.storage import ROOT, partial_name
-from perf.tools import paired_rule, worktrees
+from perf.tools import kernel_shares, paired_rule, worktrees
 from perf.tools.results import GateError, Results, load_results
 from perf.tools.runs import (
     PYTEST_INTERRUPTED,
@@ -148,13 +148,20 @@ def run_ab(
 
         for pair in range(FIRST_PAIRS):
             one_pair(pair, with_selection(pytest_args))
-        ab.paired = paired_rule.judge_all(ab.runs[BASE], ab.runs[HEAD], threshold, z)
+        ab.paired = judged(ab.runs[BASE], ab.runs[HEAD], threshold, z)
         while ab.pairs < max_pairs and (unknown := ab.paired.named(paired_rule.UNKNOWN)):
             say(f"A/B: {len(unknown)} undecided, measured again (pair {ab.pairs + 1} of at most {max_pairs})")
             ab.remeasured.append(len(unknown))
             one_pair(ab.pairs - 1, [*unknown, *flags])
-            ab.paired = paired_rule.judge_all(ab.runs[BASE], ab.runs[HEAD], threshold, z)
+            ab.paired = judged(ab.runs[BASE], ab.runs[HEAD], threshold, z)
     return ab
+
+
+def judged(base: list[Results], head: list[Results], threshold: float, z: float) -> paired_rule.Paired:
+    """Every benchmark by the paired rule, then kernel by kernel where the rule cannot say slower."""
+    return kernel_shares.with_kernels(
+        paired_rule.judge_all(base, head, threshold, z), base, head, threshold, z
+    )
 
 
 def given(option: str, argv: Sequence[str]) -> bool:

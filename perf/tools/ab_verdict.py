@@ -11,6 +11,7 @@ from pathlib import Path
 from perf.storage import write_whole
 from perf.tools.ab import FIRST_PAIRS, ABRun, run_ab
 from perf.tools.kernel_changes import explanation_lines
+from perf.tools.kernel_shares import KERNEL_SHARE, kernel_lines
 from perf.tools.outcome import short_names
 from perf.tools.paired_rule import FASTER, SAME, SLOWER, UNKNOWN, Judgement
 from perf.tools.regression_rule import FIGURES
@@ -55,7 +56,8 @@ def rule(ab: ABRun) -> str:
         f"rule: base and head alternately (ABBA, then BA/AB pairs for the undecided, at most {ab.max_pairs} "
         f"pairs); slower or faster by more than {ab.threshold:.1%} and {ab.z:g} standard errors of the runs' "
         f"spread, same when that whole band is within {ab.threshold:.1%}; judged on gpu time where both "
-        "sides measured it alike, and on wall time unless host-bound"
+        "sides measured it alike, and on wall time unless host-bound; slower too where a kernel of at least "
+        f"{KERNEL_SHARE:.0%} of its GPU time grew by that rule, in its time and in its share"
     )
 
 
@@ -81,6 +83,7 @@ def slower_lines(ab: ABRun, judgement: Judgement, shown: str) -> list[str]:
         )
     pairs = " ".join(f"{r:.4f}" for r in judgement.pair_ratios)
     lines.append(f"    pairs (head / base, {judgement.primary}): {pairs}")
+    lines += ["    " + line for line in kernel_lines(judgement)]
     base_info = _last_info(ab.runs["base"], judgement.name)
     head_info = _last_info(ab.runs["head"], judgement.name)
     lines += ["    " + line for line in explanation_lines(shown, base_info, head_info, width=WIDTH - 4)]

@@ -65,6 +65,7 @@ class Judgement:
     primary: str  # the figure judged first
     figures: dict[str, FigureVerdict]
     pair_ratios: list[float]  # head / base of each pair of runs, on the primary figure, in run order
+    kernels: tuple = ()  # kernels that grew inside it (perf/tools/kernel_shares.py), where they decided it
 
 
 @dataclass(frozen=True)
