@@ -107,6 +107,7 @@ def test_abba_then_only_the_undecided_by_node_id_in_ba_ab_pairs(repo, tmp_path):
     assert lines[0] == lines[-1] == f"FAIL: 1 slower (A/B against base {head}, 4 runs + 2 pairs re-measured)"
     assert lines[1] == "counts: 1 slower, 0 faster, 1 same, 1 unknown, 1 new, 1 missing"
     assert lines[2].startswith("rule: base and head alternately (ABBA")
+    assert max(len(line) for line in lines[:6]) <= ab_verdict.WIDTH and lines[3].startswith("  ")
     text = "\n".join(lines)
     assert "base   10.0000 ms  head   10.5000 ms  ratio 1.0500" in text
     assert "pairs (head / base, wall): 1.0500 1.0500" in text

@@ -5,6 +5,7 @@ what base could not run; the decision again as the last line."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def report(ab: ABRun) -> list[str]:
     """The whole verdict, line by line."""
     lines = [decision(ab)]
     if exit_code(ab) != 2:
-        lines += [counts(ab), rule(ab)]
+        lines += [counts(ab), *textwrap.wrap(rule(ab), WIDTH, subsequent_indent="  ")]
     lines.append(f"base {ab.base_commit[:SHORT]}; head the working tree, {ab.head_state}")
     lines += [f"base could not run the selection: {failure}" for failure in ab.base_failures]
     paired = ab.paired
