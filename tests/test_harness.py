@@ -405,3 +405,35 @@ def test_pytest_benchmarks_private_clock_is_what_record_rounds_replays_durations
     bench.record_rounds([0.010, 0.030, 0.020], work=Work(), gpu="measured elsewhere")
     assert sorted(stats[0].stats.data) == pytest.approx([0.010, 0.020, 0.030])
     assert fixture.extra_info["median_ms"] == pytest.approx(20.0)
+
+
+def test_round_events_time_each_round_between_its_first_and_last_call(monkeypatch):
+    """Marks land before a round's first call and after its last; each round's time is per call."""
+    from perf.harness import timing
+
+    clock = [0.0]
+    monkeypatch.setattr(timing, "mark", lambda cuda: clock[0])
+    monkeypatch.setattr(timing, "elapsed_ms", lambda start, end, cuda: end - start)
+    monkeypatch.setattr(timing, "synchronize", lambda device=None: None)
+
+    def call():
+        clock[0] += 2.0 if len(events.marks) == 2 else 1.0  # the second round's calls take twice as long
+
+    events = timing.RoundEvents(call, iterations=3)
+    for _ in range(7):  # two whole rounds and the first call of a third, which is left out
+        events()
+    assert events.calls == 7
+    assert events.per_call_ms() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="iterations must be >= 1; got 0"):
+        timing.RoundEvents(call, iterations=0)
+
+
+def test_rounds_figures_are_the_median_and_range_of_the_rounds():
+    from perf.harness.bench import rounds_figures
+
+    assert rounds_figures([3.0, 1.0, 2.0]) == {
+        "gpu_rounds_ms": 2.0,
+        "gpu_rounds_ms_min": 1.0,
+        "gpu_rounds_ms_max": 3.0,
+    }
+    assert rounds_figures([]) == {}

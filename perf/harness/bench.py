@@ -25,7 +25,7 @@ from perf.harness.gpu_time import GpuTime, failure, gpu_figures, steady_gpu_time
 from perf.harness.machine import gpu_name, peak_tflops
 from perf.harness.memory_snapshot import write_memory_snapshot
 from perf.harness.ranges import TIMED_RANGE, nvtx_range
-from perf.harness.timing import elapsed_ms, mark, synchronize, synchronized_timer
+from perf.harness.timing import RoundEvents, elapsed_ms, mark, synchronize, synchronized_timer
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,18 @@ def busy_time(
             except Exception as err:  # the timed rounds stand; only this figure is lost
                 measured = failure("a call failed while GPU time was measured", err)
     return measured
+
+
+def rounds_figures(per_call_ms: Sequence[float]) -> dict[str, Any]:
+    """extra_info's device time per call over the timed rounds (median and spread of the rounds)."""
+    if not per_call_ms:
+        return {}
+    ordered = sorted(per_call_ms)
+    return {
+        "gpu_rounds_ms": statistics.median(ordered),
+        "gpu_rounds_ms_min": ordered[0],
+        "gpu_rounds_ms_max": ordered[-1],
+    }
 
 
 def _nothing() -> None:
@@ -303,11 +315,14 @@ class Bench:
     ) -> dict[str, Any]:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+        # Events around each round give the device's time for the rounds (not where calls use several
+        # streams: an event on one stream does not wait for the others).
+        timed = RoundEvents(fn, iterations) if self.device.type == "cuda" and not isolated else fn
         # The GPU's clocks are sampled while its timed rounds and its profiled calls run.
         with ClockSampler(self.device) as clocks:
             with nvtx_range(TIMED_RANGE):
                 self.benchmark.pedantic(
-                    fn, setup=setup, rounds=rounds, iterations=iterations, warmup_rounds=0
+                    timed, setup=setup, rounds=rounds, iterations=iterations, warmup_rounds=0
                 )
             info = self.benchmark.extra_info
             stats = getattr(self.benchmark, "stats", None)
@@ -325,6 +340,8 @@ class Bench:
             if stats is not None and self.device.type == "cuda":
                 info["host_ms"] = self.host_time(fn) * 1e3
             info.update(gpu)
+            if stats is not None and isinstance(timed, RoundEvents):
+                info.update(rounds_figures(timed.per_call_ms()))
         if stats is not None:
             info.update(clocks.figures())
         if self.snapshot_dir is not None and self.device.type == "cuda":
