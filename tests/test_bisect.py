@@ -307,7 +307,7 @@ def test_a_dirty_tree_is_said_when_bad_is_head(repo, capsys):
 
 
 # --------------------------------------------------------------------------- a real run in a clone
-TOOLS = [f"perf/tools/{name}.py" for name in ("bisect", "bisect_search", "worktrees", "runs")]
+TOOLS = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "perf/tools").glob("*.py"))  # as checked out
 SELECTION = ["perf/test_weighted_sum.py", "-k", "torch and forward and not backward", "--device", "cpu"]
 ENV = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 

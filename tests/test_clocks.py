@@ -319,6 +319,13 @@ def test_the_profiled_calls_clock_is_reported_apart():
         "sm_mhz_max": 1400.0,
         "samples": 2,
     }
-    # The gate compares the clock the GPU time was measured at.
+    assert figures["rounds"] == {
+        "sm_mhz_mean": 1980.0,
+        "sm_mhz_min": 1980.0,
+        "sm_mhz_max": 1980.0,
+        "samples": 1,
+    }
+    # The gate compares the clock the GPU time was measured at: the profiled calls', or the rounds'.
     assert gpu_timing({"gpu_ms": 5.0, "clocks": figures}).sm_mhz == 1400.0
+    assert gpu_timing({"gpu_ms": 5.0, "gpu_method": "rounds", "clocks": figures}).sm_mhz == 1980.0
     assert gpu_timing({"gpu_ms": 5.0, "clocks": {"sm_mhz_mean": 1700.0}}).sm_mhz == 1700.0

@@ -3,6 +3,7 @@ machine; the measurement itself on a GPU, against kernels of known length."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from types import SimpleNamespace
 
@@ -96,11 +97,11 @@ def test_a_burst_is_about_its_target_work(seconds, calls):
 
 def test_the_method_comes_from_the_environment(monkeypatch):
     monkeypatch.delenv(gpu_time.METHOD_VARIABLE, raising=False)
-    assert gpu_time.configured_method() == gpu_time.BURST
+    assert gpu_time.configured_method() == gpu_time.STEADY
     monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "isolated")
     assert gpu_time.configured_method() == gpu_time.ISOLATED
-    monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "steady")
-    with pytest.raises(ValueError, match="PERF_GPU_TIME='steady': accepted: burst, isolated, both"):
+    monkeypatch.setenv(gpu_time.METHOD_VARIABLE, "rounds")
+    with pytest.raises(ValueError, match="PERF_GPU_TIME='rounds': accepted: steady, burst, isolated, both"):
         gpu_time.configured_method()
 
 
@@ -132,6 +133,35 @@ def test_both_records_the_isolated_median_beside_the_burst(monkeypatch):
     figures = measured.figures(median_ms=2.0)
     assert figures["gpu_method"] == "burst" and figures["gpu_ms"] == 1.0
     assert figures["gpu_isolated_ms"] == 1.3
+
+
+@pytest.mark.parametrize(
+    ("method", "rounds", "chosen"),
+    [
+        ("steady", (1.0, 1.02, 0.98), "rounds"),  # busy through the rounds: their figure stands
+        ("both", (1.0, 1.02, 0.98), "rounds"),
+        ("steady", (1.1, 1.2, 1.0), "burst"),  # busy 1.0 of 1.1 ms: the rounds waited on the host
+        ("burst", (1.0, 1.02, 0.98), "burst"),
+    ],
+)
+def test_the_rounds_figure_stands_where_the_device_was_busy_through_them(method, rounds, chosen):
+    burst = GpuTime((1.0, 0.99, 1.01), 2.0, 0.1, {"k": (6, 3000)}, method=gpu_time.BURST)
+    measured = gpu_time.with_rounds(burst, rounds, method)
+    figures = measured.figures(median_ms=1.05)
+    assert figures["gpu_method"] == chosen and figures["gpu_burst_ms"] == 1.0
+    assert figures["gpu_rounds_ms"] == statistics.median(rounds)
+    assert (figures["gpu_rounds_ms_min"], figures["gpu_rounds_ms_max"]) == (min(rounds), max(rounds))
+    expected = figures["gpu_rounds_ms"] if chosen == "rounds" else 1.0
+    assert figures["gpu_ms"] == expected and figures["gpu_calls"] == 3
+    assert figures["gpu_kernels"][0]["launches"] == 2.0  # per burst call, whichever figure stands
+
+
+def test_rounds_leave_isolated_calls_and_reasons_alone():
+    alone = GpuTime((1.0, 1.0), 1.0, 0.1)
+    assert gpu_time.with_rounds(alone, (0.5,), "steady") is alone
+    assert gpu_time.with_rounds("runs on cpu", (0.5,), "steady") == "runs on cpu"
+    burst = GpuTime((1.0,), 1.0, 0.1, method=gpu_time.BURST)
+    assert gpu_time.with_rounds(burst, (), "steady") is burst
 
 
 @pytest.mark.parametrize(

@@ -426,14 +426,3 @@ def test_round_events_time_each_round_between_its_first_and_last_call(monkeypatc
     assert events.per_call_ms() == [1.0, 2.0]
     with pytest.raises(ValueError, match="iterations must be >= 1; got 0"):
         timing.RoundEvents(call, iterations=0)
-
-
-def test_rounds_figures_are_the_median_and_range_of_the_rounds():
-    from perf.harness.bench import rounds_figures
-
-    assert rounds_figures([3.0, 1.0, 2.0]) == {
-        "gpu_rounds_ms": 2.0,
-        "gpu_rounds_ms_min": 1.0,
-        "gpu_rounds_ms_max": 3.0,
-    }
-    assert rounds_figures([]) == {}

@@ -434,3 +434,24 @@ def test_a_noise_file_of_another_method_sets_no_gpu_threshold(tmp_path, capsys, 
     code, output, _ = run_gate(capsys, "--baseline", baseline, "--current", current, "--noise", out)
     assert code == 0, output
     assert f"{len(NAMES)} benchmark(s) whose GPU-time noise was measured by another method" in output
+
+
+def test_runs_that_chose_rounds_and_burst_are_compared_on_the_burst_they_all_recorded(tmp_path, capsys):
+    # The steady method chose the rounds' figure in one run and the burst in another (a benchmark at the
+    # edge of GPU-bound): the burst figure, recorded in both, is the one compared.
+    wall = {STEADY: 10.0}
+    rounds = {STEADY: {"gpu_burst_ms": 5.0, "gpu_rounds_ms": 4.0}}
+    base = mixed_result(tmp_path, "base.json", wall, {STEADY: 4.0}, "rounds", **rounds)
+    same = mixed_result(
+        tmp_path, "same.json", wall, {STEADY: 5.0}, "burst", **{STEADY: {"gpu_rounds_ms": 5.3}}
+    )
+    code, output, _ = run_gate(capsys, "--baseline", base, "--current", same, "--noise", "off")
+    assert code == 0 and "another method" not in output, output  # 5.0 against 5.0, not 4.0 against 5.0
+    slower = mixed_result(tmp_path, "slower.json", wall, {STEADY: 5.5}, "burst")
+    code, output, _ = run_gate(capsys, "--baseline", base, "--current", slower, "--noise", "off")
+    assert code == 1 and section(output, "regressions") == [short(STEADY)], output
+    # A noise file from such runs holds the burst's spread, and says so.
+    out = tmp_path / "noise.json"
+    assert noise.main(["--from", base, same, "--out", str(out)]) == 0
+    data = json.loads(out.read_text())["benchmarks"][STEADY]
+    assert data["gpu_method"] == "burst" and data["gpu_ms"] == [5.0, 5.0]

@@ -21,7 +21,15 @@ import torch
 
 from model.precision import tf32_enabled
 from perf.harness.clocks import ClockSampler
-from perf.harness.gpu_time import GpuTime, failure, gpu_figures, steady_gpu_time, unavailable_reason
+from perf.harness.gpu_time import (
+    GpuTime,
+    configured_method,
+    failure,
+    gpu_figures,
+    steady_gpu_time,
+    unavailable_reason,
+    with_rounds,
+)
 from perf.harness.machine import gpu_name, peak_tflops
 from perf.harness.memory_snapshot import write_memory_snapshot
 from perf.harness.ranges import TIMED_RANGE, nvtx_range
@@ -107,18 +115,6 @@ def busy_time(
     return measured
 
 
-def rounds_figures(per_call_ms: Sequence[float]) -> dict[str, Any]:
-    """extra_info's device time per call over the timed rounds (median and spread of the rounds)."""
-    if not per_call_ms:
-        return {}
-    ordered = sorted(per_call_ms)
-    return {
-        "gpu_rounds_ms": statistics.median(ordered),
-        "gpu_rounds_ms_min": ordered[0],
-        "gpu_rounds_ms_max": ordered[-1],
-    }
-
-
 def _nothing() -> None:
     pass
 
@@ -171,11 +167,17 @@ class Bench:
         return host
 
     def gpu_time(
-        self, fn: Callable[[], Any], seconds_per_call: float, isolated: bool = False
+        self,
+        fn: Callable[[], Any],
+        seconds_per_call: float,
+        isolated: bool = False,
+        rounds_ms: Sequence[float] = (),
     ) -> dict[str, Any]:
-        """extra_info's GPU busy time of `fn` (`busy_time`), or `gpu_ms_absent` with the reason it
-        could not be measured."""
+        """extra_info's GPU busy time of `fn` (`busy_time`, with the timed rounds' device times where
+        given), or `gpu_ms_absent` with the reason it could not be measured."""
         measured = busy_time(fn, seconds_per_call, self.device, isolated=isolated)
+        if not isolated:
+            measured = with_rounds(measured, rounds_ms, configured_method())
         return gpu_figures(measured, seconds_per_call * 1e3)
 
     def time_phases(
@@ -330,8 +332,9 @@ class Bench:
             # GPU time first: a burst goes on from the clock and power state the timed rounds left.
             gpu = {}
             if stats is not None:
+                rounds_ms = timed.per_call_ms() if isinstance(timed, RoundEvents) else ()
                 clocks.mark()
-                gpu = self.gpu_time(fn, stats.stats.median, isolated)
+                gpu = self.gpu_time(fn, stats.stats.median, isolated, rounds_ms)
             info.update(extra)
             info.update(
                 warmup_steps=warmup_steps, rounds=rounds, iterations=iterations, device=str(self.device)
@@ -340,8 +343,6 @@ class Bench:
             if stats is not None and self.device.type == "cuda":
                 info["host_ms"] = self.host_time(fn) * 1e3
             info.update(gpu)
-            if stats is not None and isinstance(timed, RoundEvents):
-                info.update(rounds_figures(timed.per_call_ms()))
         if stats is not None:
             info.update(clocks.figures())
         if self.snapshot_dir is not None and self.device.type == "cuda":

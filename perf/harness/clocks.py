@@ -205,6 +205,9 @@ class ClockSampler:
             # The profiled calls alone: what the GPU time was measured at.
             profiled = _statistics(samples[self._marked :])
             clocks["profiled"] = {k: v for k, v in profiled.items() if k != "throttle"}
+            if samples[: self._marked]:  # the timed rounds alone: what their figure was measured at
+                rounds = _statistics(samples[: self._marked])
+                clocks["rounds"] = {k: v for k, v in rounds.items() if k != "throttle"}
         return {"clocks": clocks} | ({"clocks_note": self._note} if self._note else {})
 
     def mark(self) -> None:

@@ -7,13 +7,16 @@ CUPTI, through torch.profiler with device activity only (no Python stacks, no sh
 the intervals in which the device ran something for the call, so that two streams busy at once count
 once and idle gaps not at all.
 
-Two methods, recorded with each result as extra_info `gpu_method`; figures of different methods are
-never compared as one (perf/tools/regression_rule.py):
+Three methods, recorded with each result as extra_info `gpu_method`; figures of different methods are
+never compared as one (perf/tools/results.py aligns runs on a method they share, else the gate falls back):
 
-- `burst` (the default): right after the timed rounds, calls back to back with a marker kernel
-  (`torch.cuda._sleep(0)`, ~1 us, a kernel no model launches) queued between them and no
-  synchronization: the device stays in the clock and power state the timed rounds brought it to,
-  and each call's activity lies between the markers queued before and after it on its stream.
+- `rounds` (where the device was busy through the timed rounds): CUDA events around each timed
+  round (perf/harness/timing.py), per call; chosen once the burst shows the rounds were GPU-bound
+  (`with_rounds`). The rounds synchronize after each, which holds the clocks near their top.
+- `burst` (elsewhere; measured beside `rounds` too, as gpu_burst_ms): right after the timed rounds,
+  calls back to back with a marker kernel (`torch.cuda._sleep(0)`, ~1 us, a kernel no model launches)
+  queued between them and no synchronization: the device stays under the load the timed rounds put
+  on it, and each call's activity lies between the markers queued before and after it on its stream.
   Lead calls of about BURST_LEAD_S are queued first and the profiler started while the device runs
   them, so that the counted calls do not begin from the idle moment of the profiler's start.
 - `isolated`: each call alone, the device drained and a marker run between synchronizations right
@@ -57,10 +60,16 @@ MORE_CALLS = 3
 BURST_S = 0.2
 BURST_MIN_CALLS = 3
 BURST_LEAD_S = 0.2
-# The methods (extra_info gpu_method). `both` measures a burst and, for comparison, isolated calls
-# (their median as gpu_isolated_ms). A result without gpu_method was measured isolated.
-BURST, ISOLATED, BOTH = "burst", "isolated", "both"
-METHODS = (BURST, ISOLATED, BOTH)
+# How a figure was measured (extra_info gpu_method); a result without gpu_method was measured isolated.
+ROUNDS, BURST, ISOLATED = "rounds", "burst", "isolated"
+# The run's choice (--gpu-time): `steady` takes the rounds' figure where the device was busy through them,
+# else the burst's; `burst` and `isolated` take that method everywhere; `both` is steady with isolated
+# calls' median beside it (gpu_isolated_ms), for comparison.
+STEADY, BOTH = "steady", "both"
+METHODS = (STEADY, BURST, ISOLATED, BOTH)
+# The rounds' figure stands for the GPU's where the burst's busy time is at least this share of it: the
+# device idled for at most the rest (a GPU-bound call reads 0.97-1.03, host-bound training steps 0.18-0.94).
+ROUNDS_MIN_BUSY = 0.95
 METHOD_VARIABLE = "PERF_GPU_TIME"  # the run's method, seen by the processes it starts (ranks, allocators)
 # The name of torch.cuda._sleep's kernel ("at::cuda::(anonymous namespace)::spin_kernel(long)").
 MARKER_KERNEL = "spin_kernel"
@@ -84,8 +93,9 @@ class GpuTime:
     profile_s: float  # host seconds the measurement took, profiler start and stop included
     # Per full kernel name: launches and nanoseconds over all the calls (perf/harness/kernel_table.py).
     kernels: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
-    method: str = ISOLATED  # how the calls were measured: BURST or ISOLATED
+    method: str = ISOLATED  # the figure's method: ROUNDS (from rounds_ms), BURST or ISOLATED
     isolated_ms: float | None = None  # with method `both`: the median of isolated calls, for comparison
+    rounds_ms: tuple[float, ...] = ()  # device milliseconds per call of each timed round, where recorded
 
     @property
     def spread(self) -> float:
@@ -110,14 +120,17 @@ class GpuTime:
             kernels,
             self.method,
             self.isolated_ms,
+            self.rounds_ms,
         )
 
     def figures(self, median_ms: float | None) -> dict[str, Any]:
-        """extra_info entries: gpu_ms (median), its spread, and gpu_busy_share against `median_ms`."""
+        """extra_info entries: gpu_ms (median of the calls, or of the rounds where the method is ROUNDS),
+        its spread, gpu_busy_share against `median_ms`, and each method's figure that was measured."""
         from pytest_benchmark.stats import Stats  # the quartiles the wall-time statistics use
 
         stats = Stats()
-        for value in self.per_call_ms:
+        values = self.rounds_ms if self.method == ROUNDS else self.per_call_ms
+        for value in values:
             stats.update(value)
         gpu_ms = stats.median
         figures = {
@@ -127,15 +140,36 @@ class GpuTime:
             "gpu_ms_stddev": stats.stddev,
             "gpu_ms_min": stats.min,
             "gpu_ms_max": stats.max,
-            "gpu_calls": len(self.per_call_ms),
+            "gpu_calls": len(values),
             "gpu_activities": self.activities_per_call,
             "gpu_busy_share": gpu_ms / median_ms if median_ms else None,
             "gpu_profile_s": self.profile_s,
             KERNELS_KEY: kernel_rows(self.kernels, len(self.per_call_ms)),
         }
+        if self.method != ISOLATED:
+            figures["gpu_burst_ms"] = statistics.median(self.per_call_ms)
+        if self.rounds_ms:
+            figures.update(
+                gpu_rounds_ms=statistics.median(self.rounds_ms),
+                gpu_rounds_ms_min=min(self.rounds_ms),
+                gpu_rounds_ms_max=max(self.rounds_ms),
+            )
         if self.isolated_ms is not None:
             figures["gpu_isolated_ms"] = self.isolated_ms
         return figures
+
+
+def with_rounds(measured: GpuTime | str, rounds_ms: Sequence[float], method: str) -> GpuTime | str:
+    """A burst's measurement with the timed rounds' device times beside it; under the `steady` and `both`
+    methods the rounds' figure becomes gpu_ms where the burst shows the device busy through the rounds
+    (ROUNDS_MIN_BUSY). The rounds hold the clocks near their top, synchronizing after each round, while a
+    burst settles under the power cap by a margin that moves from run to run (NOTES.md: A steady GPU
+    figure); a host-bound call's rounds time the host, so the burst stands there."""
+    if not isinstance(measured, GpuTime) or measured.method != BURST or not rounds_ms:
+        return measured
+    rounds = replace(measured, rounds_ms=tuple(rounds_ms))
+    busy = statistics.median(measured.per_call_ms) >= ROUNDS_MIN_BUSY * statistics.median(rounds_ms)
+    return replace(rounds, method=ROUNDS) if method in (STEADY, BOTH) and busy else rounds
 
 
 def gpu_figures(measured: GpuTime | str | None, median_ms: float | None) -> dict[str, Any]:
@@ -171,8 +205,8 @@ def calls_for(seconds_per_call: float | None) -> int:
 
 
 def configured_method() -> str:
-    """The run's method: METHOD_VARIABLE where set (the --gpu-time option sets it), else BURST."""
-    method = os.environ.get(METHOD_VARIABLE) or BURST
+    """The run's method: METHOD_VARIABLE where set (the --gpu-time option sets it), else STEADY."""
+    method = os.environ.get(METHOD_VARIABLE) or STEADY
     if method not in METHODS:
         raise ValueError(f"{METHOD_VARIABLE}={method!r}: accepted: {', '.join(METHODS)}")
     return method

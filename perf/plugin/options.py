@@ -51,8 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--gpu-time",
         metavar="METHOD",
-        help="how GPU busy time is measured after the timed rounds: burst (default; calls back to back, "
-        "steady), isolated (each call alone, the method of results without gpu_method), both (a burst, "
+        help="how GPU time is measured: steady (default; CUDA events around the timed rounds where the "
+        "device was busy through them, else a burst of calls back to back after them), burst (a burst "
+        "everywhere), isolated (each call alone, the method of results without gpu_method), both (steady, "
         "and isolated calls' median as gpu_isolated_ms); rank collectives and multi-stream calls are "
         "always isolated",
     )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from perf.tools.outcome import short_names
 from perf.tools.regression_rule import GPU, HOST_BOUND_THRESHOLD, THRESHOLD, WALL, Timing, Z, judge_figure
-from perf.tools.results import ISOLATED, GateError, Results
+from perf.tools.results import ISOLATED, GateError, Results, aligned
 
 # A commit's results, or why the selection cannot run at that commit (its pytest failed).
 Measure = Callable[[str], "Results | str"]
@@ -85,6 +85,7 @@ class Rule:
 def primary(base: Results, current: Results) -> list[Figure]:
     """Each benchmark of both runs on one figure: its GPU time where both measured it by the same method
     (figures of two methods are not comparable), else its wall time."""
+    base, current = aligned([base, current])  # GPU figures of one method (perf/tools/results.py)
     figures = []
     for name in base.timings.keys() & current.timings.keys():
         methods = {run.gpu_methods.get(name, ISOLATED) for run in (base, current)}

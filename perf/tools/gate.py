@@ -26,6 +26,8 @@ from perf.tools.regression_rule import HOST_BOUND_SHARE, HOST_BOUND_THRESHOLD, T
 from perf.tools.results import (
     GateError,
     Results,
+    align_to,
+    aligned,
     check_same_machine,
     load_results,
     newest_baseline,
@@ -206,6 +208,7 @@ def _judge(
             )
         current = measure(runner, with_selection(options.pytest_args), "--current", save=options.save)
     check_same_machine(baseline, current, f"--current {options.current}" if options.current else "this run")
+    baseline, current = aligned([baseline, current])  # GPU figures of one method (perf/tools/results.py)
     thresholds = noise_thresholds(options.noise, baseline, options.threshold, baselines_dir)
     rule = with_noise(Rule(options.threshold, options.z, options.host_bound_threshold), thresholds)
     comparison = compare(baseline, current, rule)
@@ -215,7 +218,7 @@ def _judge(
         flags = [a for a in options.pytest_args if not is_selection(a)]
 
         def remeasure(names: list[str]) -> Results:
-            return measure(runner, [*names, *flags], "re-measurement")
+            return align_to(measure(runner, [*names, *flags], "re-measurement"), baseline.gpu_methods)
 
         regressions, not_persisted = confirm(comparison.suspects, remeasure, options.remeasure, rule)
     own_run = options.current is None

@@ -30,7 +30,15 @@ from typing import Any
 from perf.storage import recorded_on_cpu, write_whole
 from perf.tools.noise_thresholds import FORMAT, Noise, load_noise, noise_path
 from perf.tools.regression_rule import GPU, GPU_FLOOR, WALL, WALL_FLOOR
-from perf.tools.results import ISOLATED, GateError, Results, check_same_machine, load_results, this_machine
+from perf.tools.results import (
+    ISOLATED,
+    GateError,
+    Results,
+    aligned,
+    check_same_machine,
+    load_results,
+    this_machine,
+)
 from perf.tools.runs import Runner, measure, pytest_device, run_pytest, tool_main, with_selection
 
 RUNS = 3
@@ -103,6 +111,7 @@ def noise_document(runs: Sequence[Results], command: str) -> dict[str, Any]:
         raise GateError(f"noise needs at least 2 runs of the selection; got {len(runs)}")
     for run in runs[1:]:
         check_same_machine(runs[0], run, f"run {run.path}")
+    runs = aligned(runs)  # GPU figures of one method (perf/tools/results.py)
     figures = figures_by_benchmark(runs)
     if not figures:
         raise GateError("the runs have no benchmark in common; run the same selection each time")

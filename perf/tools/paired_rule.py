@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from perf.tools.regression_rule import GPU, WALL, Timing
-from perf.tools.results import ISOLATED, Results
+from perf.tools.results import ISOLATED, Results, aligned
 
 # Base and head run minutes apart on the same machine and alternate, so the drift that makes a stored
 # baseline need 5% (regression_rule.THRESHOLD) mostly cancels: 1% is within reach of a few pairs.
@@ -175,6 +175,8 @@ def judge_all(
     base_runs: Sequence[Results], head_runs: Sequence[Results], threshold: float = THRESHOLD, z: float = Z
 ) -> Paired:
     """Every benchmark of either side; those of one side only are new or missing, never judged."""
+    runs = aligned([*base_runs, *head_runs])  # GPU figures of one method (perf/tools/results.py)
+    base_runs, head_runs = runs[: len(base_runs)], runs[len(base_runs) :]
     in_base = {name for r in base_runs for name in r.timings}
     in_head = {name for r in head_runs for name in r.timings}
     judged, fallbacks = {}, []

@@ -163,9 +163,10 @@ def gpu_timing(extra_info: object) -> Timing | None:
     }
     clocks = extra_info.get("clocks")
     clocks = clocks if isinstance(clocks, dict) else {}
-    # The clock while the profiled calls ran, where recorded apart; else over the whole benchmark.
-    profiled = clocks.get("profiled")
-    sm_mhz = (profiled if isinstance(profiled, dict) else clocks).get("sm_mhz_mean")
+    # The clock while the figure was measured (the timed rounds or the profiled calls), where recorded
+    # apart; else over the whole benchmark.
+    part = clocks.get("rounds" if extra_info.get("gpu_method") == "rounds" else "profiled")
+    sm_mhz = (part if isinstance(part, dict) else clocks).get("sm_mhz_mean")
     sm_mhz = float(sm_mhz) if isinstance(sm_mhz, int | float) and not isinstance(sm_mhz, bool) else None
     return Timing(
         gpu_ms / 1e3, median_standard_error(spread), sm_mhz=sm_mhz if sm_mhz and sm_mhz > 0 else None

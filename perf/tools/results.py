@@ -4,8 +4,8 @@ figures (perf/tools/regression_rule.py), or why a file cannot be used."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,9 @@ from perf.tools.regression_rule import GPU, WALL, Timing, gpu_timing, is_host_bo
 
 # The GPU-time method of a result that does not name one: measured call by call (perf/harness/gpu_time.py).
 ISOLATED = "isolated"
+BURST = "burst"
+# Figures a result records beside its own gpu_ms, by method: what runs that chose differently can share.
+ALTERNATES = {BURST: "gpu_burst_ms", ISOLATED: "gpu_isolated_ms"}
 # The reason a benchmark has no GPU time where its result gives none.
 NO_GPU_TIME = "no gpu_ms in the result (recorded before GPU busy time was measured, or an untimed run)"
 
@@ -35,6 +38,16 @@ class Results:
     document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # How each GPU time was measured (extra_info gpu_method; ISOLATED where a result does not say).
     gpu_methods: dict[str, str] = field(default_factory=dict)
+    # The figures of other methods recorded beside gpu_ms (ALTERNATES), by benchmark and method.
+    gpu_alternates: dict[str, dict[str, Timing]] = field(default_factory=dict)
+
+    def gpu_figure(self, name: str, method: str) -> Timing | None:
+        """The GPU figure of `name` by `method`: its own or one recorded beside it; None if neither."""
+        if name not in self.gpu_timings:
+            return None
+        if self.gpu_methods.get(name, ISOLATED) == method:
+            return self.gpu_timings[name]
+        return self.gpu_alternates.get(name, {}).get(method)
 
     def figures(self, name: str) -> dict[str, Timing]:
         """The figures of one benchmark: 'wall' always, 'gpu' where it was measured."""
@@ -70,7 +83,7 @@ def load_results(path: Path, role: str) -> Results:
     machine = recorded_on(machine_info.get("perf") if isinstance(machine_info, dict) else None)
     if machine is None:
         raise GateError(f"{where}: no machine_info.perf, so the GPU it ran on is unknown")
-    timings, gpu_timings, gpu_absent, gpu_methods = {}, {}, {}, {}
+    timings, gpu_timings, gpu_absent, gpu_methods, gpu_alternates = {}, {}, {}, {}, {}
     for i, entry in enumerate(benchmarks):
         stats = entry.get("stats") if isinstance(entry, dict) else None
         median = stats.get("median") if isinstance(stats, dict) else None
@@ -84,10 +97,60 @@ def load_results(path: Path, role: str) -> Results:
             gpu_timings[name] = gpu
             method = info.get("gpu_method") if isinstance(info, dict) else None
             gpu_methods[name] = method if isinstance(method, str) and method else ISOLATED
+            others = {
+                other: Timing(float(info[key]) / 1e3, None, sm_mhz=gpu.sm_mhz)
+                for other, key in ALTERNATES.items()
+                if other != gpu_methods[name] and _positive(info.get(key))
+            }
+            if others:
+                gpu_alternates[name] = others
         else:
             reason = info.get("gpu_ms_absent") if isinstance(info, dict) else None
             gpu_absent[name] = str(reason) if reason else NO_GPU_TIME
-    return Results(path, machine, timings, gpu_timings, gpu_absent, data, gpu_methods)
+    return Results(path, machine, timings, gpu_timings, gpu_absent, data, gpu_methods, gpu_alternates)
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def shared_method(runs: Sequence[Results], name: str) -> str | None:
+    """The method by which every run has a GPU figure of `name`: their own where all chose one, else the
+    burst's (or isolated calls') figure that each recorded; None where they share none."""
+    own = {run.gpu_methods.get(name, ISOLATED) for run in runs}
+    if len(own) == 1:
+        return own.pop()
+    for method in ALTERNATES:
+        if all(run.gpu_figure(name, method) is not None for run in runs):
+            return method
+    return None
+
+
+def aligned(runs: Sequence[Results]) -> list[Results]:
+    """The runs with each benchmark's GPU figure taken by a method all of them share, where their own
+    methods differ (the steady method chooses rounds or burst per run; perf/harness/gpu_time.py). Where
+    they share none, their own figures stay and the tools judge wall time (they say so)."""
+    runs = list(runs)
+    common = set.intersection(*(set(run.gpu_timings) for run in runs)) if runs else set()
+    chosen = {}
+    for name in common:
+        method = shared_method(runs, name)
+        if method is not None and any(run.gpu_methods.get(name, ISOLATED) != method for run in runs):
+            chosen[name] = method
+    return [align_to(run, chosen) for run in runs]
+
+
+def align_to(run: Results, methods: Mapping[str, str]) -> Results:
+    """`run` with the GPU figure of each benchmark named in `methods` taken by that method, where it
+    recorded one."""
+    timings, own = dict(run.gpu_timings), dict(run.gpu_methods)
+    for name, method in methods.items():
+        figure = run.gpu_figure(name, method)
+        if figure is not None:
+            timings[name], own[name] = figure, method
+    if timings == run.gpu_timings and own == run.gpu_methods:
+        return run
+    return replace(run, gpu_timings=timings, gpu_methods=own)
 
 
 def check_same_machine(baseline: Results, current: Results, current_label: str) -> None:
