@@ -32,19 +32,23 @@ PARTS = (
     ("perf.harness", "harness"),
     ("perf.cases", "cases"),
     ("perf.storage", "storage"),
+    ("perf.history", "history"),
 )
 # The parts of perf/ each part may import. A part may import its own modules, except benchmarks:
 # what two benchmarks share is a workload.
 ALLOWED = {
     "benchmarks": {"workloads", "tables", "tiers", "harness", "cases"},
-    "plugin": {"plugin", "workloads", "tables", "tiers", "harness", "cases", "storage"},
+    "plugin": {"plugin", "workloads", "tables", "tiers", "harness", "cases", "storage", "history"},
     "workloads": {"workloads", "tiers", "harness", "cases"},
     "tables": {"tables", "cases"},
     "tiers": {"cases"},
     "harness": {"harness", "storage"},
     "cases": {"cases"},
     "storage": set(),
-    "tools": {"tools", "tables", "cases", "storage"},
+    "tools": {"tools", "tables", "cases", "storage", "history"},
+    # The results database: it reads result files as the tools do (their rule, errors, kernel tables),
+    # and the gate judges against it.
+    "history": {"history", "tools", "storage"},
     "package": set(),  # perf/__init__.py
 }
 # Single imports beyond the rule, each with its reason.
@@ -66,6 +70,7 @@ OUTSIDE = {
     "cases": {"kernels", "model"},
     "storage": set(),
     "tools": {"model"},
+    "history": set(),
     "package": set(),
 }
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from perf.storage import BASELINES, write_whole
 from perf.tools import ab, ab_verdict
 from perf.tools.changes import Rule, compare, confirm, with_noise
-from perf.tools.noise_thresholds import noise_thresholds
+from perf.tools.noise_thresholds import NoiseThresholds, noise_thresholds
 from perf.tools.outcome import LISTS, classify, describe
 from perf.tools.regression_rule import HOST_BOUND_SHARE, HOST_BOUND_THRESHOLD, THRESHOLD, Z
 from perf.tools.results import (
@@ -103,6 +103,25 @@ def _parser() -> argparse.ArgumentParser:
         "baselines/<gpu>/noise.json where it exists; off: --threshold for every GPU time)",
     )
     parser.add_argument(
+        "--against",
+        choices=("baseline", "history"),
+        default="baseline",
+        help="baseline: a stored result file (--baseline); history: the recent clean runs of a branch on "
+        "this GPU model in the results database, with thresholds from their spread (docs/history.md)",
+    )
+    parser.add_argument(
+        "--history",
+        metavar="URL",
+        help="with --against history: the results database (default: $PERF_HISTORY, else "
+        ".benchmarks/history.sqlite)",
+    )
+    parser.add_argument(
+        "--history-branch",
+        metavar="BRANCH",
+        default="main",
+        help="with --against history: the branch whose runs make the baseline (main)",
+    )
+    parser.add_argument(
         "--base",
         metavar="REF",
         help="A/B: measure commit REF and this working tree in turn on this machine, instead of comparing "
@@ -176,6 +195,13 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
         raise GateError(f"--markdown {options.markdown}: a folder; give the file to write the summary to")
     if options.link is not None and options.markdown is None:
         raise GateError("--link URL goes into the Markdown summary; give --markdown FILE too")
+    if options.against == "history":
+        given = [flag for flag, value in (("--baseline", options.baseline), ("--base", options.base),
+                 ("--noise", options.noise)) if value is not None]  # fmt: skip
+        if given:
+            raise GateError(f"{given[0]} and --against history name two baselines; give one")
+    elif options.history is not None:
+        raise GateError("--history URL is the database of --against history; give --against history too")
     if options.current is not None and options.save is not None:
         raise GateError("--save keeps the results of the gate's own run; with --current there is none")
     missing = [a for a in options.pytest_args if a.startswith("perf/") and not is_selection(a)]
@@ -193,6 +219,11 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
 def _judge(
     options: argparse.Namespace, runner: Runner, baselines_dir: Path, machine: Callable[[str], str]
 ) -> int:
+    if options.against == "history":
+        from perf.history.baseline import judged_against_history  # imports the database library
+
+        baseline, current, thresholds = judged_against_history(options, runner, machine)
+        return _verdict(options, runner, baseline, current, thresholds)
     baseline_path = options.baseline or newest_baseline(baselines_dir, this_machine_slug())
     baseline = load_results(baseline_path, "--baseline")
     if options.current is not None:
@@ -207,9 +238,20 @@ def _judge(
                 "results of different processors are not comparable (nothing was run)"
             )
         current = measure(runner, with_selection(options.pytest_args), "--current", save=options.save)
-    check_same_machine(baseline, current, f"--current {options.current}" if options.current else "this run")
     baseline, current = aligned([baseline, current])  # GPU figures of one method (perf/tools/results.py)
     thresholds = noise_thresholds(options.noise, baseline, options.threshold, baselines_dir)
+    return _verdict(options, runner, baseline, current, thresholds)
+
+
+def _verdict(
+    options: argparse.Namespace,
+    runner: Runner,
+    baseline: Results,
+    current: Results,
+    thresholds: NoiseThresholds,
+) -> int:
+    """Judge `current` against `baseline` at `thresholds`, re-measure suspects, print the verdict."""
+    check_same_machine(baseline, current, f"--current {options.current}" if options.current else "this run")
     rule = with_noise(Rule(options.threshold, options.z, options.host_bound_threshold), thresholds)
     comparison = compare(baseline, current, rule)
     if options.current is not None:

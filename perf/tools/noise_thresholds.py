@@ -129,6 +129,8 @@ class NoiseThresholds:
     notes: list[str] = field(default_factory=list)
     unknown: dict[str, list[str]] = field(default_factory=lambda: {GPU: [], WALL: []})
     other_method: list[str] = field(default_factory=list)  # GPU spread of another method than the baseline's
+    # Why a benchmark has no threshold of its own, for the summary line.
+    unknown_reason: str = "not in the noise file (new since it was measured, or without {what} there)"
 
     def __call__(self, name: str) -> Threshold:
         return self.gpu(name)
@@ -160,8 +162,8 @@ class NoiseThresholds:
         for figure, what in ((GPU, "GPU time"), (WALL, "wall time")):
             if self.unknown[figure]:
                 lines.append(
-                    f"{len(self.unknown[figure])} benchmark(s) not in the noise file (new since it was "
-                    f"measured, or without {what} there): {what} judged at --threshold {self.fallback:.0%}"
+                    f"{len(self.unknown[figure])} benchmark(s) {self.unknown_reason.format(what=what)}: "
+                    f"{what} judged at --threshold {self.fallback:.0%}"
                 )
         if self.other_method:
             lines.append(

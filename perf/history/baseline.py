@@ -1,0 +1,186 @@
+"""The gate against history: the baseline is the recent runs of one branch on this GPU model, and each
+benchmark's thresholds come from their spread (Mozilla Perfherder's noise profile), not from one stored
+file and three runs of one afternoon.
+
+Per benchmark, its last WINDOW clean runs (dirty trees never count) give the baseline's figure, their
+median, and the noise, a robust standard deviation (1.4826 x the median absolute deviation, relative to
+the median, so that one outlier run does not widen it); the threshold is max(floor, K x that noise).
+GPU time counts only runs whose method is the current run's for that benchmark (perf/harness/gpu_time.py).
+The result is a Results and a Noise as a stored baseline and its noise file would give, so the gate's
+rule, re-measurement and verdict are the same whichever baseline it judges against.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from perf.history.store import History, Point
+from perf.tools.noise_thresholds import FigureNoise, Noise, NoiseThresholds
+from perf.tools.regression_rule import GPU, WALL, Timing
+from perf.tools.results import ISOLATED, GateError, Results
+
+# Runs of history per benchmark: Perfherder compares windows of 12 runs.
+WINDOW = 12
+# Fewer runs than this do not make a noise profile (the median deviation of fewer moves too much with
+# one run): such a benchmark is judged at --threshold.
+MIN_RUNS = 6
+# Robust standard deviations a figure may move before it is a change: a run against the median of 12
+# others (one-sided 4 sd: about 3 in 100,000 per figure of a clean run; the gate re-measures suspects too).
+K = 4.0
+# The least threshold per figure, as for a noise file (perf/tools/noise.py).
+GPU_FLOOR = 0.015
+WALL_FLOOR = 0.02
+
+
+def robust_spread(values: Sequence[float]) -> float:
+    """1.4826 x the median absolute deviation, relative to the median: a standard deviation that one
+    outlier does not move."""
+    middle = statistics.median(values)
+    return 1.4826 * statistics.median(abs(v - middle) for v in values) / middle
+
+
+def _timing(values: Sequence[float], host_bound: bool = False) -> Timing:
+    """The window's median, with the standard error of a median of that noise (1.2533 sd / sqrt n)."""
+    middle = statistics.median(values)
+    return Timing(middle, 1.2533 * robust_spread(values) * middle / len(values) ** 0.5, host_bound)
+
+
+def history_baseline(
+    history: History,
+    current: Results,
+    *,
+    branch: str | None = "main",
+    window: int = WINDOW,
+) -> tuple[Results, Noise]:
+    """The baseline and noise profile for `current` from the history of its GPU model on `branch`.
+
+    GateError where the history has no run of that GPU model on that branch."""
+    gpu = current.machine
+    before = _started(current)
+    runs = [r for r in history.runs(gpu=gpu, branch=branch) if before is None or r.started_at < before][:1]
+    if not runs:
+        where = f" on branch {branch}" if branch else ""
+        raise GateError(
+            f"{history.url}: no clean run of {gpu}{where} recorded; record runs (--history) or import "
+            "result files (python -m perf.history import) first"
+        )
+    newest = runs[0]
+    timings, gpu_timings, methods, entries, host_bound = {}, {}, {}, [], {}
+    spreads: dict[str, dict[str, float]] = {GPU: {}, WALL: {}}
+    for name in current.timings:
+        points = [
+            p for p in history.series(name, gpu, branch=branch) if before is None or p.started_at < before
+        ]
+        points = points[-window:]
+        if not points:
+            continue
+        host_bound[name] = any(p.host_bound for p in points)
+        timings[name] = _timing([p.wall_s for p in points], host_bound[name])
+        if len(points) >= MIN_RUNS:
+            spreads[WALL][name] = robust_spread([p.wall_s for p in points])
+        method = current.gpu_methods.get(name, ISOLATED)
+        alike = [p for p in points if p.gpu_s is not None and (p.gpu_method or ISOLATED) == method]
+        if alike:
+            gpu_timings[name], methods[name] = _timing([p.gpu_s for p in alike]), method
+            if len(alike) >= MIN_RUNS:
+                spreads[GPU][name] = robust_spread([p.gpu_s for p in alike])
+        entries.append(_entry(history, name, points))
+    noise = Noise(
+        Path(f"{history.url} (last {window} runs)"),
+        gpu,
+        min(window, len(history.runs(gpu=gpu, branch=branch, limit=window))),
+        {GPU: FigureNoise(K, GPU_FLOOR, spreads[GPU]), WALL: FigureNoise(K, WALL_FLOOR, spreads[WALL])},
+        gpu_methods={name: methods[name] for name in spreads[GPU]},
+        host_bound=host_bound,
+    )
+    document = {
+        "machine_info": {"perf": _machine(newest)},
+        "commit_info": {"id": newest.commit, "dirty": newest.dirty, "branch": newest.branch},
+        "datetime": newest.started_at.isoformat(),
+        "perf": {"tier": newest.tier, "history": {"window": window, "branch": branch}},
+        "benchmarks": entries,
+    }
+    baseline = Results(
+        Path(f"{history.url} ({branch or 'all branches'}, {gpu})"),
+        gpu,
+        timings,
+        gpu_timings,
+        {},
+        document,
+        methods,
+    )
+    return baseline, noise
+
+
+def _started(results: Results) -> datetime | None:
+    """When the judged run began: history from then on is not its baseline (it may hold the run itself)."""
+    raw = results.document.get("datetime")
+    try:
+        started = datetime.fromisoformat(str(raw)) if raw else None
+    except ValueError:
+        return None
+    return started.replace(tzinfo=UTC) if started and started.tzinfo is None else started
+
+
+def _entry(history: History, name: str, points: Sequence[Point]) -> dict[str, Any]:
+    """The newest run's stored entry of `name` (its kernel table explains a regression), as a result
+    file holds it."""
+    stored = history.result(points[-1].run_id, name)
+    return {"fullname": name, "name": name.split("::")[-1], **stored}
+
+
+def _machine(run: Any) -> dict[str, Any]:
+    """machine_info.perf of a recorded run, as far as the history keeps it."""
+    return {
+        "torch": run.torch,
+        "triton": run.triton,
+        "cuda": run.cuda,
+        "gpu": {
+            "name": run.gpu,
+            "driver": run.driver,
+            "power_limit_w": run.power_limit_w,
+            "clocks_locked": run.clocks_locked,
+        },
+    }
+
+
+def judged_against_history(
+    options: Any, runner: Any, machine: Any
+) -> tuple[Results, Results, NoiseThresholds]:
+    """The gate's baseline, current run and thresholds for `--against history`: the history is opened and
+    asked for runs of this GPU model before the suite runs, so that a run is never made for nothing."""
+    from perf.history.store import HistoryError, connect
+    from perf.tools.results import load_results
+    from perf.tools.runs import measure, pytest_device, with_selection
+
+    try:
+        history = connect(options.history, create=False)
+    except HistoryError as err:
+        raise GateError(str(err)) from None
+    with history:
+        if options.current is not None:
+            current = load_results(options.current, "--current")
+        else:
+            here = machine(pytest_device(options.pytest_args))
+            if not history.runs(gpu=here, branch=options.history_branch, limit=1):
+                raise GateError(
+                    f"{history.url}: no clean run of {here} on branch {options.history_branch} recorded; "
+                    "nothing was run"
+                )
+            current = measure(runner, with_selection(options.pytest_args), "--current", save=options.save)
+        baseline, noise = history_baseline(history, current, branch=options.history_branch)
+    note = (
+        f"baseline: the last {WINDOW} clean runs of branch {options.history_branch} on {current.machine} "
+        f"in {history.url}; thresholds max(floor, {K:g} x their robust spread), --threshold "
+        f"{options.threshold:.0%} where fewer than {MIN_RUNS} runs have a figure"
+    )
+    short = f"with fewer than {MIN_RUNS} clean runs of {{what}} in the history"
+    return (
+        baseline,
+        current,
+        NoiseThresholds(options.threshold, noise, baseline.gpu_methods, [note], unknown_reason=short),
+    )
