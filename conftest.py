@@ -14,4 +14,5 @@ pytest_plugins = [
     "perf.plugin.parametrize",  # the tier's axes as benchmark parameters, with the ids baselines keep
     "perf.plugin.fixtures",  # device, tier, timing_policy, bench; an out-of-memory becomes a skip
     "perf.plugin.summary",  # where and how it runs, and the end-of-run figures, tables and notes
+    "perf.plugin.history",  # --history: the run recorded into the results database
 ]

@@ -8,4 +8,5 @@
 - `parametrize`: the tier's axes as benchmark parameters and ids;
 - `fixtures`: `device`, `tier`, `timing_policy`, `bench`; an out-of-memory as a skip;
 - `summary`: the header after collection and the end-of-run figures, tables and notes.
+- `history`: with --history, the run recorded into the results database (perf/history/).
 """
