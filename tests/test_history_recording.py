@@ -4,7 +4,6 @@ result file (then it is the file's document), and never at the cost of the run o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
