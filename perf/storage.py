@@ -1,15 +1,47 @@
-"""Where results are stored and whose they are: baselines/<machine folder>/NNNN_name.json.
+"""Where results are stored and whose they are: baselines/<machine folder>/NNNN_name.json, and in which form.
 
 One folder per processor model, named from the GPU model (or `cpu <model>` for CPU runs), so that a
 comparison never sets one GPU's results against another's. The plugin stores results there and
 compares with them; the tools (gate, combine, report) read them back. Nothing here imports torch:
 the tools read result files without it.
+
+Stored baselines are compact (`compact_json`, read back by `read_result`); `--benchmark-json` files
+stay as pytest-benchmark writes them (the gate's and CI's run records, raw rounds and all). Written
+with indentation, a default-tier file is about 4 MB: baselines/nvidia-h100-80gb-hbm3/0007_h100-default.json
+is 4.00 MB, 2.11 MB without indentation, of which the raw rounds (`stats.data`) are 0.35 MB, extra_info
+1.16 MB (its kernel tables 0.63 MB, mostly kernel names repeated from benchmark to benchmark, and the
+same keys in each of 512 benchmarks), `perf.selected` 75 kB. The compact form is still JSON under the
+same name, pytest-benchmark's document with:
+
+- no indentation, one benchmark a line (a diff shows the benchmarks that changed, `grep` finds one);
+- no raw rounds (`--benchmark-save` leaves them out unless `--benchmark-save-data`; here always: they
+  stay in `--benchmark-json` files); every other statistic in `stats` as pytest-benchmark wrote it;
+- each benchmark's `extra_info` as a row of values against a table of field lists (nested dicts such
+  as `clocks` likewise), each kernel table's rows as [kernel, launches, us] with every kernel name once
+  in a table, `options` (one or two distinct in a run) as an index into a table, and `perf.selected` as
+  the node ids beyond the benchmarks' own; the tables under `perf_compact`, with a note on reading them.
+
+What pytest-benchmark reads of a stored file (`--benchmark-compare`, `pytest-benchmark compare`:
+fullname, name, group, param, params, stats, machine_info) is left as it is, so its own FileStorage
+reads compact files untaught, on every release. Everything else reads them through `read_result` (the
+tools through perf/tools/results.py `load_results`), which gives back the document as written less the
+raw rounds, figure for figure, and reads older, indented files as they are. A document the tables could
+not give back exactly is stored without them (checked at every write). Converted, 0007 is 0.86 MB and
+the H200's 0005_h200-default.json (4.18 MB) 0.89 MB; writing takes 0.1 s, reading 0.04 s.
+
+Weighed against it: gzip (`.json.gz`: 0.22 MB without the raw rounds, 0.38 MB with them) changes the
+files' names, which pytest-benchmark's FileStorage (it globs `*.json` and reads text), the baseline
+numbering (pytest-benchmark's and perf.tools.combine's), CI's `ls baselines/<gpu>/[0-9]*.json` and the
+globs here look for, and leaves nothing that a diff or grep reads; compact JSON with only the raw rounds
+and the indentation gone is 1.76 MB, and with the kernel names in a table too 1.24 MB: over the 1 MB
+aimed at.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import secrets
@@ -111,3 +143,215 @@ def write_new(path: Path, data: bytes) -> None:
             os.replace(temporary, target)
 
     _publish(path, data, link)
+
+
+# --------------------------------------------------------------------------- the compact form
+COMPACT = "perf_compact"  # the tables of a compact file, and the sign that it is one
+COMPACT_FORMAT = 1
+KERNEL_ROWS = "kernel rows"  # a field whose value is a kernel table as rows
+KERNEL_FIELDS = ("kernel", "launches", "us")  # a kernel table's row (perf/harness/kernel_table.py)
+SELECTED_BEYOND = "benchmarks and"  # perf.selected as {this: the node ids beyond the benchmarks' own}
+ABOUT = (
+    "written by perf/storage.py (compact_json); read it with perf.storage.read_result, which gives back the "
+    "document as written less stats.data. Each benchmark's extra_info is [n, values...] in the order of "
+    "fields[n]: a field [key, m] holds a dict as [values...] in the order of fields[m], a field "
+    f'[key, "{KERNEL_ROWS}"] a kernel table as [kernels[i], launches, us] rows; options is options[i]; '
+    f'perf.selected {{"{SELECTED_BEYOND}": ids}} is the benchmarks\' fullnames and ids, sorted.'
+)
+
+
+def _is_kernel_table(value: object) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(row, dict) and tuple(row) == KERNEL_FIELDS and isinstance(row["kernel"], str)
+            for row in value
+        )
+    )
+
+
+class _Tables:
+    """The tables of one compact document: field lists, kernel names and options, each entry once."""
+
+    def __init__(self, tables: dict[str, Any] | None = None) -> None:
+        tables = tables or {}
+        self.fields: list[Any] = list(tables.get("fields", []))
+        self.kernels: list[Any] = list(tables.get("kernels", []))
+        self.options: list[Any] = list(tables.get("options", []))
+        self._index: dict[tuple[str, str], int] = {}
+
+    def _add(self, table: list[Any], name: str, value: Any) -> int:
+        key = (name, json.dumps(value))
+        if key not in self._index:
+            self._index[key] = len(table)
+            table.append(value)
+        return self._index[key]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": COMPACT_FORMAT,
+            "about": ABOUT,
+            "fields": self.fields,
+            "kernels": self.kernels,
+            "options": self.options,
+        }
+
+    # writing
+    def dict_row(self, value: dict[str, Any]) -> tuple[int, list[Any]]:
+        """`value` as (its field list's index, its values); nested dicts and kernel tables likewise."""
+        fields: list[Any] = []
+        row: list[Any] = []
+        for key, inner in value.items():
+            if isinstance(inner, dict):
+                index, inner_row = self.dict_row(inner)
+                fields.append([key, index])
+                row.append(inner_row)
+            elif _is_kernel_table(inner):
+                fields.append([key, KERNEL_ROWS])
+                row.append(
+                    [[self._add(self.kernels, "kernel", r["kernel"]), r["launches"], r["us"]] for r in inner]
+                )
+            else:
+                fields.append(key)
+                row.append(inner)
+        return self._add(self.fields, "fields", fields), row
+
+    def option(self, value: dict[str, Any]) -> int:
+        return self._add(self.options, "options", value)
+
+    # reading
+    def dict_from(self, index: int, row: list[Any]) -> dict[str, Any]:
+        fields = self.fields[_index(index)]
+        if not isinstance(row, list) or len(row) != len(fields):
+            raise ValueError(
+                f"a row of {len(row) if isinstance(row, list) else 'no'} values for fields[{index}]"
+            )
+        value: dict[str, Any] = {}
+        for field, inner in zip(fields, row, strict=True):
+            if isinstance(field, str):
+                value[field] = inner
+            elif field[1] == KERNEL_ROWS:
+                value[field[0]] = [
+                    dict(zip(KERNEL_FIELDS, (self.kernels[_index(k)], launches, us), strict=True))
+                    for k, launches, us in inner
+                ]
+            else:
+                value[field[0]] = self.dict_from(field[1], inner)
+        return value
+
+
+def _index(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{value!r} is not a table index")
+    return value
+
+
+def _without_rounds(entry: Any) -> Any:
+    """A benchmark without its raw rounds (stats.data)."""
+    if isinstance(entry, dict) and isinstance(entry.get("stats"), dict) and "data" in entry["stats"]:
+        stats = {key: value for key, value in entry["stats"].items() if key != "data"}
+        return {**entry, "stats": stats}
+    return entry
+
+
+def compact_document(document: dict[str, Any]) -> dict[str, Any]:
+    """A pytest-benchmark document (plain JSON values) in the compact form; `expand_document` gives it
+    back less its raw rounds. Where that would not give it back exactly, the document less its raw rounds."""
+    if not isinstance(document.get("benchmarks"), list):
+        return document
+    plain = {**document, "benchmarks": [_without_rounds(b) for b in document["benchmarks"]]}
+    tables = _Tables()
+    benchmarks = []
+    for entry in plain["benchmarks"]:
+        entry = dict(entry)
+        if isinstance(entry.get("extra_info"), dict):
+            index, row = tables.dict_row(entry["extra_info"])
+            entry["extra_info"] = [index, *row]
+        if isinstance(entry.get("options"), dict):
+            entry["options"] = tables.option(entry["options"])
+        benchmarks.append(entry)
+    compact: dict[str, Any] = {}
+    for key, value in plain.items():
+        if key == "benchmarks":
+            compact[COMPACT] = tables.as_json()
+            value = benchmarks
+        elif key == "perf" and isinstance(value, dict) and isinstance(value.get("selected"), list):
+            value = {**value, "selected": _selected_beyond(value["selected"], benchmarks)}
+        compact[key] = value
+    try:
+        same = expand_document(compact) == plain
+    except ValueError:
+        same = False
+    return compact if same else plain
+
+
+def _selected_beyond(selected: list[Any], benchmarks: list[Any]) -> Any:
+    names = {entry.get("fullname") for entry in benchmarks if isinstance(entry, dict)}
+    if not all(isinstance(name, str) for name in selected):
+        return selected
+    if selected != sorted(set(selected)) or not names <= set(selected):
+        return selected  # not what expand_document would make of it: kept as it is
+    return {SELECTED_BEYOND: [name for name in selected if name not in names]}
+
+
+def expand_document(document: Any) -> Any:
+    """A result document as it was written: a compact one expanded (less its raw rounds), any other as it
+    is. ValueError where a compact document's tables do not fit its benchmarks."""
+    if not isinstance(document, dict) or COMPACT not in document:
+        return document
+    tables_json = document[COMPACT]
+    if not isinstance(tables_json, dict) or tables_json.get("format") != COMPACT_FORMAT:
+        found = tables_json.get("format") if isinstance(tables_json, dict) else tables_json
+        raise ValueError(
+            f"a compact result file of format {found!r}; this checkout reads format {COMPACT_FORMAT}"
+        )
+    try:
+        tables = _Tables(tables_json)
+        benchmarks = []
+        for entry in document.get("benchmarks") or []:
+            if isinstance(entry, dict):
+                entry = dict(entry)
+                info = entry.get("extra_info")
+                if isinstance(info, list):
+                    entry["extra_info"] = tables.dict_from(info[0], info[1:])
+                if type(entry.get("options")) is int:
+                    entry["options"] = tables.options[_index(entry["options"])]
+            benchmarks.append(entry)
+        expanded = {}
+        for key, value in document.items():
+            if key == COMPACT:
+                continue
+            if key == "benchmarks":
+                value = benchmarks
+            elif key == "perf" and isinstance(value, dict) and isinstance(value.get("selected"), dict):
+                names = {entry.get("fullname") for entry in benchmarks if isinstance(entry, dict)}
+                value = {**value, "selected": sorted(names | set(value["selected"][SELECTED_BEYOND]))}
+            expanded[key] = value
+    except (IndexError, KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"a compact result file whose tables do not fit its benchmarks ({err})") from None
+    return expanded
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+
+
+def compact_json(document: dict[str, Any]) -> bytes:
+    """A stored baseline's bytes: `compact_document` of `document` (plain JSON values), a line a benchmark."""
+    lines = []
+    for key, value in compact_document(document).items():
+        if key == "benchmarks" and isinstance(value, list) and value:
+            text = "[\n" + ",\n".join(_dumps(entry) for entry in value) + "\n]"
+        elif key == COMPACT:
+            text = "{\n" + ",\n".join(f"{_dumps(k)}: {_dumps(v)}" for k, v in value.items()) + "\n}"
+        else:
+            text = _dumps(value)
+        lines.append(f"{_dumps(key)}: {text}")
+    return ("{\n" + ",\n".join(lines) + "\n}\n").encode()
+
+
+def read_result(path: Path) -> Any:
+    """A result file's document as written (`expand_document`): compact or as pytest-benchmark writes it.
+    OSError, UnicodeDecodeError and ValueError (json.JSONDecodeError among them) as reading raises them."""
+    return expand_document(json.loads(path.read_text(encoding="utf-8")))

@@ -8,7 +8,6 @@ ranks, rank 0 alone stores results, and a rank that dies or raises ends the job 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 import torch
 
 from parallel.launch import free_port
+from perf.storage import read_result
 
 # Each test starts two agents and four ranks whose heartbeats have deadlines: alone under pytest-xdist
 # where they would take every core (a CI machine's 2); beside the other tests on a larger machine.
@@ -118,7 +118,7 @@ def test_two_nodes_measure_across_all_ranks_and_only_rank_0_stores(tmp_path):
     assert codes == [0, 0], "\n".join(outputs)
     stored = list(storage.rglob("*.json"))
     assert len(stored) == 1, stored  # rank 0's, and no rank's but rank 0's
-    result = json.loads(stored[0].read_text())
+    result = read_result(stored[0])  # stored compact (perf/storage.py): as written
     launch = result["machine_info"]["perf"]["launch"]
     assert launch == {
         "launcher": "torchrun",

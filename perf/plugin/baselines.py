@@ -5,11 +5,12 @@ here they go to baselines/<gpu-model>/ (perf/storage.py names the folder), with 
 and the machine info that makes two results comparable. Before anything runs, the baseline that
 --benchmark-compare would use is checked: none for this GPU, one of another GPU or a file that cannot
 be read is said at the start and end of the run, and is an error with --benchmark-compare-fail.
+Baselines are stored compact (perf/storage.py, perf/plugin/result_files.py); pytest-benchmark's own
+storage reads what it compares (fullname, stats, machine_info) from them as from any file it wrote.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import torch
 
 from perf import harness
 from perf.plugin.result_files import partial_results
-from perf.storage import BASELINES, ROOT, recorded_on
+from perf.storage import BASELINES, ROOT, read_result, recorded_on
 from perf.workloads import launched_session
 
 DEFAULT_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, replaced by baselines/<gpu>/
@@ -108,7 +109,7 @@ def _baseline_problem(path: Path, device: torch.device) -> str | None:
     if not path.is_file():
         return "no such file"
     try:
-        data = json.loads(path.read_text())
+        data = read_result(path)  # compact or indented, as load_results reads it
         benchmarks = data["benchmarks"]
         info = data["machine_info"]
     except (OSError, ValueError, KeyError, TypeError) as err:

@@ -13,11 +13,16 @@ path. Here, on every release:
   `NNNN_name.json` -> `partial_<time>_name.json` beside the baselines. Only benchmarks whose test
   passed go in, the file says it is partial (`perf.partial`), the gate, the report and
   `--benchmark-compare` refuse it, and the end of the run says where it went.
+- FILE is pytest-benchmark's document as it writes it (indented, raw rounds and all): a run's record for
+  the tools and CI's artifacts. A stored baseline (and its partial file) is compact (perf/storage.py
+  `compact_json`: no raw rounds, no indentation, repeated keys and kernel names once), about a fifth of
+  the size, read back figure for figure by pytest-benchmark's own storage and `perf.storage.read_result`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +31,7 @@ from typing import Any
 import pytest
 
 from perf.plugin import interrupts
-from perf.storage import partial_name, write_new, write_whole
+from perf.storage import compact_json, partial_name, write_new, write_whole
 
 # Exit codes after which a session's results are whole: all passed (or skipped), nothing collected.
 WHOLE_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -159,10 +164,16 @@ def partial_results(config: pytest.Config, output_json: dict[str, Any]) -> None:
         output_json.setdefault("perf", {})["partial"] = reason
 
 
-def _dumps(output_json: dict[str, Any]) -> bytes:
+def _dumps(output_json: dict[str, Any], indent: int | None = 4) -> str:
     from pytest_benchmark.utils import safe_dumps  # the encoder pytest-benchmark's own files use
 
-    return safe_dumps(output_json, ensure_ascii=True, indent=4).encode()
+    return safe_dumps(output_json, ensure_ascii=True, indent=indent)
+
+
+def _stored(output_json: dict[str, Any]) -> bytes:
+    """A stored result's bytes: pytest-benchmark's document (its values made JSON by its own encoder, as in
+    its files) in the compact form."""
+    return compact_json(json.loads(_dumps(output_json, indent=None)))
 
 
 def _save_json(config: pytest.Config, benchmark_session: Any, output_json: dict[str, Any]) -> None:
@@ -170,21 +181,21 @@ def _save_json(config: pytest.Config, benchmark_session: Any, output_json: dict[
     path = Path(benchmark_session.json)
     if getattr(config, "perf_partial", None) is not None:
         path = partial_name(path)
-    write_whole(path, _dumps(output_json))
+    write_whole(path, _dumps(output_json).encode())
     config.perf_json_written = path
     benchmark_session.logger.info(f"Wrote benchmark data in: {path}", purple=True)
 
 
 def _save(config: pytest.Config, storage: Any, output_json: dict[str, Any], save: str) -> None:
-    """pytest-benchmark's FileStorage.save, written whole and never over another file; partial results
-    under a name of their own."""
+    """pytest-benchmark's FileStorage.save, in the compact form, written whole and never over another file;
+    partial results under a name of their own."""
     if getattr(config, "perf_partial", None) is None:
         path = Path(storage.get(f"{storage._next_num}_{save}.json"))
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         path = Path(storage.get(f"{PARTIAL_PREFIX}{stamp}_{save}.json"))
     try:
-        write_new(path, _dumps(output_json))
+        write_new(path, _stored(output_json))
     except FileExistsError:
         raise FileExistsError(f"{path} exists: a stored result is never overwritten") from None
     config.perf_saved = path

@@ -15,14 +15,13 @@ line on stderr saying why), 130 interrupted (nothing written).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perf.storage import BASELINES, machine_folder, write_new
+from perf.storage import BASELINES, compact_json, machine_folder, write_new
 from perf.tools.results import GateError, load_results
 from perf.tools.runs import tool_main
 
@@ -109,7 +108,7 @@ def store(document: dict[str, Any], name: str, baselines: Path = BASELINES) -> P
     folder.mkdir(parents=True, exist_ok=True)
     numbers = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*.json")]
     path = folder / f"{max(numbers, default=0) + 1:04d}_{name}.json"
-    write_new(path, (json.dumps(document, indent=4) + "\n").encode())  # whole, and never over a file
+    write_new(path, compact_json(document))  # whole, compact as any stored baseline, never over a file
     return path
 
 

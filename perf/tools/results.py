@@ -1,5 +1,6 @@
 """Result files as the gate, the report and combine read them: machine, node ids, and each benchmark's
-figures (perf/tools/regression_rule.py), or why a file cannot be used."""
+figures (perf/tools/regression_rule.py), or why a file cannot be used. Stored baselines are compact
+(perf/storage.py): `load_results` gives every tool the document as written, whichever the form."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perf.storage import recorded_on
+from perf.storage import expand_document, recorded_on
 from perf.tools.regression_rule import GPU, WALL, Timing, gpu_timing, is_host_bound, median_standard_error
 
 # The GPU-time method of a result that does not name one: measured call by call (perf/harness/gpu_time.py).
@@ -68,6 +69,10 @@ def load_results(path: Path, role: str) -> Results:
         raise GateError(f"{where}: cannot be read ({err})") from None
     except json.JSONDecodeError as err:
         raise GateError(f"{where}: not valid JSON, truncated or damaged ({err})") from None
+    try:
+        data = expand_document(data)  # a compact baseline as written; any other document as it is
+    except ValueError as err:
+        raise GateError(f"{where}: {err}") from None
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     if not isinstance(benchmarks, list) or not benchmarks:
         raise GateError(
