@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import json
 import random
 import statistics
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from perf.history.store import connect
-from perf.storage import BASELINES
+from perf.storage import BASELINES, read_result
 
 TEMPLATE = BASELINES / "nvidia-h100-80gb-hbm3" / "0007_h100-default.json"
 GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA B200")
@@ -112,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--template", type=Path, default=TEMPLATE)
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args(argv)
-    template = json.loads(options.template.read_text())
+    template = read_result(options.template)
     history = connect(options.db)
     record_s = []
     for document in documents(template, options.days, options.gpus, options.pr_per_day, options.seed):

@@ -93,10 +93,7 @@ def run_kernels(history: History, run_id: int, benchmarks: Sequence[str]) -> dic
     """The kernel tables of one run, its KERNEL_ROWS costliest kernels per benchmark."""
     tables = {}
     for name in benchmarks:
-        try:
-            extra = history.result(run_id, name).get("extra_info") or {}
-        except KeyError:
-            continue
+        extra = history.result(run_id, name).get("extra_info") or {}
         rows = extra.get("gpu_kernels") or []
         if rows:
             tables[name] = rows[:KERNEL_ROWS]
