@@ -172,3 +172,12 @@ def test_the_trends_page_has_every_series_its_steps_and_the_kernel_tables(record
     run_id = slowed["points"][-1][0]
     tables = (out / "data" / "runs" / f"{run_id}.js").read_text()
     assert tables.startswith(f"PERF.runLoaded({run_id}, ") and "gemm_v2" in tables
+
+
+def test_all_series_of_a_gpu_is_each_benchmarks_series(recorded):
+    with connect(recorded, create=False) as history:
+        every = history.all_series(H100, branch="main")
+        assert sorted(every) == sorted(NAMES)
+        for name in NAMES:
+            assert every[name] == history.series(name, H100, branch="main")
+        assert len(history.all_series(H100, include_dirty=True)[SLOWED]) == DAYS + 2  # dirty and branch too

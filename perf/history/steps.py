@@ -45,8 +45,7 @@ def scan(
 ) -> Iterator[SeriesStep]:
     """Every step of every series (dirty runs left out), GPU model by GPU model."""
     for model in [gpu] if gpu else history.gpus():
-        for name in history.benchmarks(model):
-            points = history.series(name, model, branch=branch)
+        for name, points in history.all_series(model, branch=branch).items():
             if len(points) < 4:
                 continue
             figure, values = figure_of(points)

@@ -102,6 +102,19 @@ class Point:
     host_bound: bool
 
 
+def _points_query(*more: Any) -> Any:
+    """The columns of a Point (and `more`), results joined to their runs and machines."""
+    return select(
+        *more,
+        runs.c.id.label("run_id"),
+        *(runs.c[name] for name in ("commit", "commit_time", "started_at", "dirty", "branch")),
+        *(results.c[name] for name in ("wall_s", "wall_iqr_s", "gpu_s", "gpu_method", "sm_mhz")),
+        results.c.power_capped,
+        machines.c.clocks_locked,
+        results.c.host_bound,
+    ).select_from(results.join(runs, results.c.run_id == runs.c.id).join(machines))
+
+
 def resolve_url(url: str | None) -> str:
     """The database URL: `url`, else $PERF_HISTORY, else DEFAULT_URL. A bare path is an SQLite file,
     postgresql:// (or postgres://) goes through psycopg 3."""
@@ -264,22 +277,26 @@ class History:
         self, benchmark: str, gpu: str, *, branch: str | None = None, include_dirty: bool = False
     ) -> list[Point]:
         """One benchmark's figures on one GPU model, a point per run, oldest first."""
-        query = (
-            select(
-                runs.c.id.label("run_id"),
-                *(runs.c[name] for name in ("commit", "commit_time", "started_at", "dirty", "branch")),
-                *(results.c[name] for name in ("wall_s", "wall_iqr_s", "gpu_s", "gpu_method", "sm_mhz")),
-                results.c.power_capped,
-                machines.c.clocks_locked,
-                results.c.host_bound,
-            )
-            .select_from(results.join(runs, results.c.run_id == runs.c.id).join(machines))
-            .where(results.c.benchmark == benchmark, results.c.gpu == gpu)
-            .order_by(runs.c.started_at, runs.c.id)
+        query = _points_query().where(results.c.benchmark == benchmark, results.c.gpu == gpu)
+        query = _filtered(
+            query.order_by(runs.c.started_at, runs.c.id), branch=branch, include_dirty=include_dirty
         )
-        query = _filtered(query, branch=branch, include_dirty=include_dirty)
         with self._errors(), self._engine.connect() as conn:
             return [Point(**row) for row in conn.execute(query).mappings()]
+
+    def all_series(
+        self, gpu: str, *, branch: str | None = None, include_dirty: bool = False
+    ) -> dict[str, list[Point]]:
+        """Every benchmark's series on one GPU model in one query (a scan of all of them, a page of all)."""
+        query = _points_query(results.c.benchmark).where(results.c.gpu == gpu)
+        query = query.order_by(results.c.benchmark, runs.c.started_at, runs.c.id)
+        query = _filtered(query, branch=branch, include_dirty=include_dirty)
+        found: dict[str, list[Point]] = {}
+        with self._errors(), self._engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                fields = dict(row)
+                found.setdefault(fields.pop("benchmark"), []).append(Point(**fields))
+        return found
 
     def result(self, run_id: int, benchmark: str) -> dict:
         """A benchmark's stored entry of one run: {"stats": ... (without `data`), "extra_info": ...}."""

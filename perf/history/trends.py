@@ -111,10 +111,8 @@ def publish(
     gpus = []
     for gpu in history.gpus():
         series, run_benchmarks = {}, {}
-        for name in history.benchmarks(gpu):
-            points = [
-                p for p in history.series(name, gpu, branch=branch) if since is None or p.started_at >= since
-            ]
+        for name, found in history.all_series(gpu, branch=branch).items():
+            points = [p for p in found if since is None or p.started_at >= since]
             if not points:
                 continue
             series[name] = benchmark_series(points, steps_of)
