@@ -471,3 +471,18 @@ def test_command_line_import_and_runs(history_url, tmp_path, capsys):
     assert line.startswith("#1") and H100 in line and "3 benchmarks" in line and "gpu time steady" in line
     assert main(["runs", "--db", history_url, "--gpu", "NVIDIA A100"]) == 2
     assert "--gpu NVIDIA A100: no runs of it" in capsys.readouterr().err
+
+
+def test_a_compact_baseline_imports_as_the_document_it_was_written_from(tmp_path):
+    """Stored baselines are written compact (perf/storage.py): the history records what they hold."""
+    from perf.storage import compact_json, read_result
+
+    original = ROOT / "baselines" / "nvidia-h200" / "0005_h200-default.json"
+    compact = tmp_path / "0005_compact.json"
+    compact.write_bytes(compact_json(read_result(original)))
+    with connect(str(tmp_path / "history.sqlite")) as history:
+        first = history.import_file(compact)
+        name = read_result(original)["benchmarks"][0]["fullname"]
+        stored = history.result(first.run_id, name)
+        assert stored["extra_info"] == read_result(original)["benchmarks"][0]["extra_info"]
+        assert first.benchmarks == len(read_result(original)["benchmarks"])

@@ -10,7 +10,6 @@ digest is UNIQUE, and SQLite writers queue on its lock (WAL, busy timeout) inste
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -35,6 +34,7 @@ from perf.history.schema import (
     runs,
 )
 from perf.storage import ROOT
+from perf.tools.results import GateError, read_document
 
 DEFAULT_URL = f"sqlite:///{ROOT / '.benchmarks' / 'history.sqlite'}"
 URL_VARIABLE = "PERF_HISTORY"  # the environment variable naming the database URL
@@ -217,13 +217,9 @@ class History:
         """Record a result file; refused (HistoryError naming it): unreadable, partial, not this suite's."""
         path = Path(path)
         try:
-            document = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise HistoryError(f"{path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise HistoryError(f"{path}: cannot be read ({err})") from None
-        except json.JSONDecodeError as err:
-            raise HistoryError(f"{path}: not valid JSON, truncated or damaged ({err})") from None
+            document = read_document(path, str(path))  # compact baselines expanded as the tools read them
+        except GateError as err:
+            raise HistoryError(str(err)) from None
         try:
             records.check(document)
         except records.NotAResult as err:

@@ -58,9 +58,9 @@ class Results:
         return found
 
 
-def load_results(path: Path, role: str) -> Results:
-    """Read a result file; `role` ('--baseline', '--current', 're-measurement') names it in errors."""
-    where = f"{role} {path}"
+def read_document(path: Path, where: str) -> Any:
+    """A result file's document (a compact baseline expanded as written; any other as it is), or GateError
+    starting with `where` and saying what is wrong."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -70,9 +70,15 @@ def load_results(path: Path, role: str) -> Results:
     except json.JSONDecodeError as err:
         raise GateError(f"{where}: not valid JSON, truncated or damaged ({err})") from None
     try:
-        data = expand_document(data)  # a compact baseline as written; any other document as it is
+        return expand_document(data)
     except ValueError as err:
         raise GateError(f"{where}: {err}") from None
+
+
+def load_results(path: Path, role: str) -> Results:
+    """Read a result file; `role` ('--baseline', '--current', 're-measurement') names it in errors."""
+    where = f"{role} {path}"
+    data = read_document(path, where)
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     if not isinstance(benchmarks, list) or not benchmarks:
         raise GateError(
