@@ -146,6 +146,10 @@ def test_steps_of_the_last_days_name_the_commit_and_the_kernels(recorded, capsys
     out = capsys.readouterr().out
     assert out.startswith("1 step(s) began in the last") and SLOWED in out
     assert history_main(["steps", "--db", recorded, "--days", "0"]) == 2
+    assert history_main(["steps", "--db", recorded, "--days", "5", "--min-change", "1.5"]) == 2
+    # At a 10% least change the 8% step is no step.
+    assert history_main(["steps", "--db", recorded, "--days", str(DAYS + 1), "--min-change", "0.1"]) == 0
+    assert capsys.readouterr().out.startswith("0 step(s) began")
 
 
 # --------------------------------------------------------------------------- the trends page

@@ -54,13 +54,20 @@ def scan(
 
 
 def recent_steps(
-    history: History, *, days: int, gpu: str | None = None, branch: str | None = "main"
+    history: History,
+    *,
+    days: int,
+    gpu: str | None = None,
+    branch: str | None = "main",
+    min_change: float = 0.02,
 ) -> tuple[list[SeriesStep], float]:
     """The steps whose first run after is at most `days` old, most certain first, the larger first among
     equals; and the seconds the scan took."""
     since = datetime.now(UTC) - timedelta(days=days)
     start = time.perf_counter()
-    found = [s for s in scan(history, gpu=gpu, branch=branch) if s.after.started_at >= since]
+    found = [
+        s for s in scan(history, gpu=gpu, branch=branch, min_change=min_change) if s.after.started_at >= since
+    ]
     found.sort(key=lambda s: (-s.step.certainty, -abs(s.step.ratio - 1)))
     return found, time.perf_counter() - start
 
@@ -90,6 +97,10 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--gpu", metavar="NAME", help="only this GPU model")
     parser.add_argument("--branch", default="main", help="the branch whose runs are scanned (main)")
     parser.add_argument("--limit", type=int, default=20, metavar="N", help="list at most N steps (20)")
+    parser.add_argument(
+        "--min-change", type=float, default=0.02, metavar="FRACTION",
+        help="the least change that is a step, in (0, 1) (0.02, as Perfherder's)",
+    )  # fmt: skip
 
 
 def run(args: Any) -> int:
@@ -98,8 +109,12 @@ def run(args: Any) -> int:
     for flag in ("days", "limit"):
         if getattr(args, flag) < 1:
             raise HistoryError(f"--{flag} {getattr(args, flag)}: give a whole number of at least 1")
+    if not 0 < args.min_change < 1:
+        raise HistoryError(f"--min-change {args.min_change:g}: give a fraction > 0 and < 1, e.g. 0.02")
     with connect(args.db, create=False) as history:
-        found, seconds = recent_steps(history, days=args.days, gpu=args.gpu, branch=args.branch)
+        found, seconds = recent_steps(
+            history, days=args.days, gpu=args.gpu, branch=args.branch, min_change=args.min_change
+        )
         print(
             f"{len(found)} step(s) began in the last {args.days} days on branch {args.branch} "
             f"({history.url}; every series scanned in {seconds:.1f} s)"
