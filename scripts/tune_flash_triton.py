@@ -242,7 +242,7 @@ def tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
 
 
 def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
-    from kernels.flash_attention_triton import stored, tuning
+    from kernels.flash_attention_triton import stored, stored_writing, tuning
 
     device = torch.device("cuda", torch.cuda.current_device())
     info = gpu_info(device)
@@ -253,7 +253,7 @@ def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
             return _refuse(f"{out} exists; --merge adds this run's cases to it, or give another --out")
         try:
             base = stored.read_table(out)
-            stored.check_mergeable(base, info, str(out))
+            stored_writing.check_mergeable(base, info, str(out))
         except stored.TuningTableError as err:
             return _refuse(str(err))
     versions = f"torch {info['torch']}, triton {info['triton']}"
@@ -277,7 +277,7 @@ def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
             for key in new:
                 config = kernel.chosen[key]
                 ms = _median_ms(kernel.tuned, config)
-                entries[stored.case_of(name, key)] = stored.case_entry(
+                entries[stored.case_of(name, key)] = stored_writing.case_entry(
                     name, key, config, ms=ms, shape=case.shape
                 )
                 timing = f"{ms:.3f} ms" if ms is not None else "no timing"
@@ -291,8 +291,8 @@ def _tune(options: argparse.Namespace, cases: list[Case], command: str) -> int:
             chosen.insert(0, f"skipped, out of GPU memory ({reason})")
         print(f"[{i}/{len(cases)}] {case}: {seconds:.1f} s; {'; '.join(chosen)}", flush=True)
         if tuned_now:  # written after each case: a run stopped by a time limit keeps what it finished
-            stored.save_table(
-                out, stored.build_table(info, entries.values(), command, base=base, date=started)
+            stored_writing.save_table(
+                out, stored_writing.build_table(info, entries.values(), command, base=base, date=started)
             )
     if not entries:
         print(f"{PROG}: nothing tuned ({skipped} cases out of memory); {out} not written", file=sys.stderr)

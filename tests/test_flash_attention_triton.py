@@ -26,6 +26,7 @@ from kernels.flash_attention_triton import (
     flash_attention_triton,
     launch,
     stored,
+    stored_writing,
     tuning,
 )
 from model.attention import reference_attention
@@ -607,7 +608,7 @@ def stored_table(monkeypatch, tmp_path, autotuner_runs):
     def write(entries, gpu_name=gpu):
         info = {"name": gpu_name, "capability": "9.0", "driver": "580", "cuda": "13.0", "commit": None,
                 "dirty": False, "torch": torch.__version__, "triton": triton.__version__}  # fmt: skip
-        stored.write_table(path, info, entries, "test")
+        stored_writing.write_table(path, info, entries, "test")
         for name in ("_NOTES", "_USED", "_VALID"):
             monkeypatch.setattr(stored, name, {})
         stored._read_stamped.cache_clear()
@@ -628,7 +629,7 @@ def test_a_stored_case_launches_its_configuration_without_the_autotuner(stored_t
     q, k, v = qkv((1, 2), 70, 90, 32, F16)
     keys = _tuned_keys(q, k, v, True)
     chosen = {name: tuning.AUTOTUNED[name].chosen[key] for name, key in keys.items()}
-    stored_table([stored.case_entry(name, keys[name], chosen[name]) for name in keys])
+    stored_table([stored_writing.case_entry(name, keys[name], chosen[name]) for name in keys])
     for kernel in tuning.AUTOTUNED.values():
         kernel.chosen.clear()
     autotuner_runs.update(forward=0, backward=0)
@@ -648,9 +649,9 @@ def test_a_stored_case_that_does_not_fit_is_tuned_with_a_note(stored_table, auto
     config = tuning.AUTOTUNED["forward"].chosen[keys["forward"]]
     if fault == "not a candidate":
         config = triton.Config({"BLOCK_M": 256, "BLOCK_N": 256}, num_warps=2, num_stages=7)
-        stored_table([stored.case_entry("forward", keys["forward"], config)])
+        stored_table([stored_writing.case_entry("forward", keys["forward"], config)])
     else:
-        stored_table([stored.case_entry("forward", keys["forward"], config)], gpu_name="NVIDIA H200")
+        stored_table([stored_writing.case_entry("forward", keys["forward"], config)], gpu_name="NVIDIA H200")
     for kernel in tuning.AUTOTUNED.values():
         kernel.chosen.clear()
     autotuner_runs.update(forward=0, backward=0)

@@ -18,6 +18,7 @@ import torch
 import triton
 
 from kernels.flash_attention_triton import stored as tuning
+from kernels.flash_attention_triton import stored_writing
 from model.config import PRESETS
 from perf.storage import folder_name
 
@@ -53,15 +54,15 @@ def fresh_process_state(monkeypatch, tmp_path):
 
 def entries() -> list[dict]:
     return [
-        tuning.case_entry("forward", FORWARD_KEY, FORWARD, ms=0.25, shape={"batch": 16, "heads": 32}),
-        tuning.case_entry("backward", BACKWARD_KEY, BACKWARD),
+        stored_writing.case_entry("forward", FORWARD_KEY, FORWARD, ms=0.25, shape={"batch": 16, "heads": 32}),
+        stored_writing.case_entry("backward", BACKWARD_KEY, BACKWARD),
     ]
 
 
 def stored_h100(tmp_path: Path) -> Path:
     """The H100's table where the repository's would be."""
     path = tmp_path / "tuned" / "nvidia-h100-80gb-hbm3.json"
-    tuning.write_table(path, H100, entries(), "python scripts/tune_flash_triton.py --cases attention")
+    stored_writing.write_table(path, H100, entries(), "python scripts/tune_flash_triton.py --cases attention")
     return path
 
 
@@ -104,7 +105,9 @@ def test_the_table_is_read_again_when_the_file_changes(tmp_path):
     assert tuning.lookup("forward", FORWARD_KEY, H100["name"]) == FORWARD
     other = triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=2)
     path.unlink()
-    tuning.write_table(path, H100, [tuning.case_entry("forward", FORWARD_KEY, other)], "again")
+    stored_writing.write_table(
+        path, H100, [stored_writing.case_entry("forward", FORWARD_KEY, other)], "again"
+    )
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a new mtime even on coarse clocks
     assert tuning.lookup("forward", FORWARD_KEY, H100["name"]) == other
@@ -134,7 +137,7 @@ def test_off_uses_no_table(tmp_path, monkeypatch):
 
 def test_a_path_in_the_variable_is_the_table_used(tmp_path, monkeypatch):
     path = tmp_path / "elsewhere.json"
-    tuning.write_table(path, H100, entries(), "tuned elsewhere")
+    stored_writing.write_table(path, H100, entries(), "tuned elsewhere")
     assert tuning.lookup("forward", FORWARD_KEY, H100["name"]) is None  # the repository has none
     monkeypatch.setenv(tuning.ENV, str(path))
     assert tuning.lookup("forward", FORWARD_KEY, H100["name"]) == FORWARD
@@ -232,16 +235,18 @@ def test_entries_the_kernel_could_not_choose_are_dropped_the_rest_used(tmp_path)
 
 def test_merging_keeps_both_parts_and_replaces_a_case_tuned_again(tmp_path):
     path = tmp_path / "table.json"
-    tuning.write_table(path, H100, entries(), "part one")
+    stored_writing.write_table(path, H100, entries(), "part one")
     again = triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3)
     third_key = (16384, 16384, True, 128, True, torch.bfloat16, GPU)
     part_two = [
-        tuning.case_entry("forward", FORWARD_KEY, again),
-        tuning.case_entry("forward", third_key, FORWARD),
+        stored_writing.case_entry("forward", FORWARD_KEY, again),
+        stored_writing.case_entry("forward", third_key, FORWARD),
     ]
     with pytest.raises(tuning.TuningTableError, match="exists; merge adds"):
-        tuning.write_table(path, {**H100, "commit": "fedcba"}, part_two, "part two")
-    document = tuning.write_table(path, {**H100, "commit": "fedcba"}, part_two, "part two", merge=True)
+        stored_writing.write_table(path, {**H100, "commit": "fedcba"}, part_two, "part two")
+    document = stored_writing.write_table(
+        path, {**H100, "commit": "fedcba"}, part_two, "part two", merge=True
+    )
     assert [p["command"] for p in document["machine_info"]["parts"]] == ["part one", "part two"]
     assert [p["commit"] for p in document["machine_info"]["parts"]] == [H100["commit"], "fedcba"]
     assert [p["cases"] for p in document["machine_info"]["parts"]] == [2, 2]
@@ -272,19 +277,21 @@ def test_merging_keeps_both_parts_and_replaces_a_case_tuned_again(tmp_path):
 )
 def test_merging_refuses_another_gpu_or_other_versions(tmp_path, other, message):
     path = tmp_path / "table.json"
-    tuning.write_table(path, H100, entries(), "part one")
+    stored_writing.write_table(path, H100, entries(), "part one")
     before = path.read_text()
     with pytest.raises(tuning.TuningTableError, match=message):
-        tuning.write_table(path, other, entries(), "part two", merge=True)
+        stored_writing.write_table(path, other, entries(), "part two", merge=True)
     assert path.read_text() == before
 
 
 def test_writing_refuses_entries_it_could_not_read_back(tmp_path):
     bad = {**entries()[0], "head_dim": 12}
     with pytest.raises(tuning.TuningTableError, match="cases\\[0\\]: head_dim"):
-        tuning.write_table(tmp_path / "t.json", H100, [bad], "x")
+        stored_writing.write_table(tmp_path / "t.json", H100, [bad], "x")
     with pytest.raises(tuning.TuningTableError, match="gpu_info lacks commit"):
-        tuning.write_table(tmp_path / "t.json", {k: v for k, v in H100.items() if k != "commit"}, [], "x")
+        stored_writing.write_table(
+            tmp_path / "t.json", {k: v for k, v in H100.items() if k != "commit"}, [], "x"
+        )
     assert not (tmp_path / "t.json").exists()
 
 
