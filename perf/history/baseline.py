@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from perf.history.records import utc_time
 from perf.history.store import History, Point
 from perf.tools.noise_thresholds import FigureNoise, Noise, NoiseThresholds
 from perf.tools.regression_rule import GPU, WALL, Timing
@@ -36,11 +37,16 @@ GPU_FLOOR = 0.015
 WALL_FLOOR = 0.02
 
 
-def robust_spread(values: Sequence[float]) -> float:
-    """1.4826 x the median absolute deviation, relative to the median: a standard deviation that one
-    outlier does not move."""
+def robust_sd(values: Sequence[float]) -> tuple[float, float]:
+    """(median, 1.4826 x the median absolute deviation): a standard deviation one outlier does not move."""
     middle = statistics.median(values)
-    return 1.4826 * statistics.median(abs(v - middle) for v in values) / middle
+    return middle, 1.4826 * statistics.median(abs(v - middle) for v in values)
+
+
+def robust_spread(values: Sequence[float]) -> float:
+    """`robust_sd` relative to the median."""
+    middle, sd = robust_sd(values)
+    return sd / middle
 
 
 def _timing(values: Sequence[float], host_bound: bool = False) -> Timing:
@@ -118,12 +124,7 @@ def history_baseline(
 
 def _started(results: Results) -> datetime | None:
     """When the judged run began: history from then on is not its baseline (it may hold the run itself)."""
-    raw = results.document.get("datetime")
-    try:
-        started = datetime.fromisoformat(str(raw)) if raw else None
-    except ValueError:
-        return None
-    return started.replace(tzinfo=UTC) if started and started.tzinfo is None else started
+    return utc_time(results.document.get("datetime"))
 
 
 def _entry(history: History, name: str, points: Sequence[Point]) -> dict[str, Any]:

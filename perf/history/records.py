@@ -40,7 +40,7 @@ def check(document: object) -> None:
     machine_info = document.get("machine_info")
     if not isinstance(machine_info, Mapping) or not isinstance(machine_info.get("perf"), Mapping):
         raise NotAResult("no machine_info.perf: not a result file of this suite (another tool's JSON?)")
-    if _time(document.get("datetime")) is None:
+    if utc_time(document.get("datetime")) is None:
         raise NotAResult("no datetime of its run (pytest-benchmark's `datetime`)")
     seen = set()
     for i, entry in enumerate(benchmarks):
@@ -99,11 +99,11 @@ def run_row(document: Mapping[str, Any], source: str, recorded_at: datetime, key
     return {
         "digest": key,
         "commit": _text(commit.get("id")),
-        "commit_time": _time(commit.get("time")),
+        "commit_time": utc_time(commit.get("time")),
         "dirty": bool(commit.get("dirty")),
         "branch": _text(commit.get("branch")),
         "project": _text(commit.get("project")),
-        "started_at": _time(document.get("datetime")),
+        "started_at": utc_time(document.get("datetime")),
         "recorded_at": recorded_at,
         "tier": _text(perf.get("tier")),
         "gpu_method": run_method([entry.get("extra_info") for entry in document["benchmarks"]]),
@@ -189,7 +189,7 @@ def finite(value: Any) -> Any:
     return value
 
 
-def _time(value: object) -> datetime | None:
+def utc_time(value: object) -> datetime | None:
     """An ISO 8601 time as aware UTC (a naive one taken as UTC); None where absent or unreadable."""
     if not isinstance(value, str):
         return None

@@ -10,15 +10,14 @@ loads only what is looked at.
 from __future__ import annotations
 
 import json
-import re
-import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from perf.history.baseline import robust_sd
 from perf.history.store import History, Point
-from perf.storage import write_whole
+from perf.storage import folder_name, write_whole
 
 PAGE = Path(__file__).with_name("trends_page.html")
 # The noise band of a point: the median of the WINDOW points before it, +- BAND_K robust standard deviations.
@@ -30,11 +29,6 @@ CAPPED_SHARE = 0.5
 KERNEL_ROWS = 10
 
 
-def slug(text: str) -> str:
-    """A file name for a GPU model: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
-
-
 def band(values: Sequence[float | None]) -> list[tuple[float, float] | None]:
     """Per point, (low, high) of the noise band of the WINDOW points before it; None where fewer than 3."""
     bands: list[tuple[float, float] | None] = []
@@ -43,8 +37,7 @@ def band(values: Sequence[float | None]) -> list[tuple[float, float] | None]:
         if len(before) < 3:
             bands.append(None)
             continue
-        middle = statistics.median(before)
-        spread = 1.4826 * statistics.median(abs(v - middle) for v in before)  # MAD as a standard deviation
+        middle, spread = robust_sd(before)
         bands.append((middle - BAND_K * spread, middle + BAND_K * spread))
     return bands
 
@@ -120,8 +113,8 @@ def publish(
                 run_benchmarks.setdefault(p.run_id, []).append(name)
         if not series:
             continue
-        gpus.append({"name": gpu, "file": f"data/{slug(gpu)}.js", "benchmarks": len(series)})
-        _write_js(data_dir / f"{slug(gpu)}.js", f"PERF.loaded({json.dumps(gpu)}, ", series)
+        gpus.append({"name": gpu, "file": f"data/{folder_name(gpu)}.js", "benchmarks": len(series)})
+        _write_js(data_dir / f"{folder_name(gpu)}.js", f"PERF.loaded({json.dumps(gpu)}, ", series)
         for run_id, names in run_benchmarks.items():
             target = data_dir / "runs" / f"{run_id}.js"
             if not target.exists():  # a run belongs to one GPU model

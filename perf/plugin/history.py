@@ -13,7 +13,7 @@ import pytest
 
 from perf.workloads import launched_session
 
-URL_VARIABLE = "PERF_HISTORY"  # perf/history/store.py's: the database, and that runs are recorded
+URL_VARIABLE = "PERF_HISTORY"  # store.URL_VARIABLE, not imported here: that loads the database library
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
