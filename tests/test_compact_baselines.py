@@ -159,6 +159,27 @@ def test_a_default_tier_baseline_compact_is_at_most_1_mb_and_gives_the_same_figu
     assert stats == {b["fullname"]: b["stats"] for b in without_rounds(original)["benchmarks"]}
 
 
+# Default-tier baselines that a real GPU run stored compact (`make baseline`, `combine`).
+WRITTEN_COMPACT = sorted(
+    path for path in BASELINES.glob("*/[0-9]*default.json") if COMPACT in json.loads(path.read_text())
+)
+
+
+@pytest.mark.parametrize("stored", WRITTEN_COMPACT, ids=lambda path: f"{path.parent.name}/{path.name[:4]}")
+def test_a_default_tier_baseline_written_by_a_gpu_run_is_at_most_1_mb_and_read_by_every_reader(stored):
+    assert stored.stat().st_size <= MB, f"{stored.stat().st_size / MB:.3f} MB"
+    document = read_result(stored)
+    assert len(document["benchmarks"]) > 500 and all("data" not in b["stats"] for b in document["benchmarks"])
+    assert stored.read_bytes() == compact_json(document)  # as the writer writes it, nothing by hand
+    assert load_results(stored, "--baseline").gpu_timings
+    stats = stored_stats(stored.parent, stored.name[:4])
+    assert stats == {b["fullname"]: b["stats"] for b in document["benchmarks"]}
+
+
+def test_a_compact_default_tier_baseline_is_stored():
+    assert WRITTEN_COMPACT, "no default-tier baseline in baselines/ was written compact"
+
+
 def test_an_indented_baseline_is_read_as_it_is():
     old = BASELINES / "nvidia-h100-80gb-hbm3" / "0001_h100-default.json"
     assert old.read_text().startswith('{\n    "machine_info"')  # written by pytest-benchmark, indented
