@@ -91,3 +91,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if run_id is not None:
         alone.remove(run_id)
         shared_run.remove(run_id)
+
+
+@pytest.fixture
+def dq_conversions(monkeypatch) -> list[torch.Tensor]:
+    """The fp32 dQ buffers FlashAttentionTriton's one-pass backward converted in this test, one a launch."""
+    from kernels.flash_attention_triton import tuning  # after TRITON_INTERPRET is set above
+
+    converted = []
+    convert = tuning.convert_dq
+
+    def recorded(dq_acc, sm_scale, dq):
+        converted.append(dq_acc)
+        convert(dq_acc, sm_scale, dq)
+
+    monkeypatch.setattr(tuning, "convert_dq", recorded)
+    return converted

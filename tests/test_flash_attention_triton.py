@@ -263,20 +263,6 @@ def test_grad_out_of_another_dtype_is_cast_by_autograd():
 
 
 @pytest.fixture
-def dq_conversions(monkeypatch) -> list[torch.Tensor]:
-    """The dQ buffers the one-pass form's conversion was called with, in this test."""
-    converted = []
-    convert = tuning.convert_dq
-
-    def recorded(dq_acc, sm_scale, dq):
-        converted.append(dq_acc)
-        convert(dq_acc, sm_scale, dq)
-
-    monkeypatch.setattr(tuning, "convert_dq", recorded)
-    return converted
-
-
-@pytest.fixture
 def backward_buffers(monkeypatch) -> list[tuple[int, bool]]:
     """Per backward launch in this test: the size of the fp32 dQ buffer it got and whether it got
     TMA descriptors (both are the one-pass form's)."""

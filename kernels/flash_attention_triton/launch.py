@@ -160,8 +160,12 @@ def _launch_descriptors(kernel: str, work: int, *tensors: torch.Tensor) -> list:
 
 
 def _settings() -> tuple:
-    """What a launch follows from besides its tensors: forced configurations and this module's switches."""
-    return os.environ.get(CONFIG_ENV), TMA_MIN_WORK, TMA_MIN_WORK_FP32, COLUMN_MAJOR_TF32_OPERANDS
+    """What a launch follows from besides its tensors: forced configurations, this module's switches and
+    whether torch asks for deterministic algorithms (the backward's form)."""
+    return (
+        os.environ.get(CONFIG_ENV), TMA_MIN_WORK, TMA_MIN_WORK_FP32, COLUMN_MAJOR_TF32_OPERANDS,
+        torch.are_deterministic_algorithms_enabled(),
+    )  # fmt: skip
 
 
 def _signature(is_causal: bool, *tensors: torch.Tensor) -> tuple:
@@ -231,7 +235,9 @@ def attention_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV as contiguous 4-d tensors in the inputs' dtype, from the forward's O and L.
 
-    `out` and `lse` are the contiguous tensors attention_forward returned.
+    `out` and `lse` are the contiguous tensors attention_forward returned. Under
+    torch.use_deterministic_algorithms(True) only the two-pass form runs: the same inputs give the same
+    bits (tuning.backward_kernel).
     """
     _batch, heads, seq_q, head_dim = q.shape
     q, k, v = _unit_stride_head_dim(q), _unit_stride_head_dim(k), _unit_stride_head_dim(v)
@@ -241,7 +247,7 @@ def attention_backward(
     copies = _column_major_copies(q.dtype)
     sm_scale = 1.0 / math.sqrt(head_dim)
     signature = _signature(is_causal, q, k, v, out, lse, grad_out)
-    backward = tuning.AUTOTUNED["backward"]
+    backward = tuning.backward_kernel()
     with _on_device(q.device):
         # Column-major copies for TF32, or the same tensors again (not read then).
         qc, kc, doc = (_column_major(t) for t in (q, k, grad_out)) if copies else (q, k, grad_out)
@@ -257,7 +263,7 @@ def attention_backward(
                 tuning.convert_dq(dq_acc, sm_scale, dq)
             return dq, dk, dv
         ran = _launch_backward(
-            signature, q, k, v, out, lse, grad_out, qc, kc, doc, delta, dq, dk, dv,
+            backward, signature, q, k, v, out, lse, grad_out, qc, kc, doc, delta, dq, dk, dv,
             sm_scale, is_causal, copies,
         )  # fmt: skip
         if ran.get("ATOMIC_DQ"):
@@ -297,8 +303,9 @@ def _row_dot(signature: tuple, out, grad_out, delta, heads: int, seq_q: int, hea
 
 
 def _launch_backward(
-    signature, q, k, v, out, lse, grad_out, qc, kc, doc, delta, dq, dk, dv, sm_scale, is_causal, copies
-) -> dict:
+    backward, signature, q, k, v, out, lse, grad_out, qc, kc, doc, delta, dq, dk, dv, sm_scale, is_causal,
+    copies,
+) -> dict:  # fmt: skip
     """The backward kernel through tuning (a first call, a new tuning key, a changed configuration):
     the kwargs it ran with, and DQ_ACC."""
     batch, heads, seq_q, head_dim = q.shape
@@ -311,7 +318,6 @@ def _launch_backward(
         "Q": q, "SEQ_Q_BUCKET": tuning.length_bucket(seq_q), "SEQ_K_BUCKET": tuning.length_bucket(seq_k),
         "WITH_DESCRIPTORS": with_descriptors, "HEAD_DIM": head_dim, "IS_CAUSAL": bool(is_causal),
     }  # fmt: skip
-    backward = tuning.AUTOTUNED["backward"]
     if backward.may_run("ATOMIC_DQ", key):
         # dQ in fp32 for the one-pass form, which adds into it (zeroed only when that form runs); only
         # that form reads the descriptors.

@@ -22,6 +22,7 @@ from triton.runtime.errors import OutOfResources
 from kernels.flash_attention_triton import direct, stored
 from kernels.flash_attention_triton.backward_kernels import backward_kernel
 from kernels.flash_attention_triton.configs import (
+    CONFIG_ENV,
     _candidates,
     _prune,
     does_not_fit,
@@ -71,13 +72,15 @@ def _convert_dq_while_tuning(args, exception=None) -> None:
         convert_dq(args["DQ_ACC"], args["sm_scale"], args["DQ"])
 
 
-def _tuned(kernel: str, fn, post_hook=None):
+def _tuned(kernel: str, fn, post_hook=None, two_pass_only: bool = False):
     # cache_results: the timings of each (kernel source, GPU, key) are kept in Triton's cache
     # directory (TRITON_CACHE_DIR, ~/.triton/cache by default), so a shape is tuned once per machine,
     # not in every process. A change of the kernel, the candidates or Triton tunes again; deleting
-    # the "*.autotune.json" files there does too.
+    # the "*.autotune.json" files there does too. The candidates are part of that cache's key, so the
+    # two-pass-only autotuner keeps timings of its own.
+    configs = [c for c in _candidates(kernel) if not (two_pass_only and c.kwargs.get("ATOMIC_DQ"))]
     return triton.autotune(
-        configs=_candidates(kernel),
+        configs=configs,
         key=_AUTOTUNE_KEY,
         prune_configs_by={"early_config_prune": _prune},
         do_bench=_tuning_bench,
@@ -154,10 +157,12 @@ class _Kernel:
     call with that signature on, the launcher skips this class and the jit function altogether.
     """
 
-    def __init__(self, name: str, fixed, post_hook=None):
+    def __init__(self, name: str, fixed, post_hook=None, two_pass_only: bool = False):
         self.name = name
         self.fixed = fixed  # the jit function under its heuristics
-        self.tuned = _tuned(name, fixed, post_hook)
+        # The deterministic backward: never the one-pass form, whose atomic adds of dQ land in any order.
+        self.two_pass_only = two_pass_only
+        self.tuned = _tuned(name, fixed, post_hook, two_pass_only)
         self.chosen: dict[tuple, triton.Config] = {}  # tuning key -> the autotuner's choice
         self.last: triton.Config | None = None  # what the last autotuned launch ran with
         # call signature -> (configuration or None where forced, tuning key, the launch): see direct
@@ -179,15 +184,29 @@ class _Kernel:
         if config is None:
             gpu = stored.gpu_name_of(key[-1])
             config = stored.lookup(self.name, key, gpu, _could_choose)
+            if config is not None and self.two_pass_only and config.kwargs.get("ATOMIC_DQ"):
+                config = None  # stored for the default, faster mode: the two passes are tuned here
             if config is not None:
                 self.chosen[key] = config
         return config
+
+    def forced(self) -> dict[str, int] | None:
+        """The configuration FLASH_TRITON_CONFIG forces for this kernel, if any; the one-pass form
+        forced where only two passes may run is refused."""
+        forced = forced_configs().get(self.name)
+        if forced is not None and self.two_pass_only and forced.get("ATOMIC_DQ"):
+            raise ValueError(
+                f"{CONFIG_ENV}: the backward entry sets ATOMIC_DQ=1, whose atomic adds of dQ are not "
+                f"deterministic, while torch.use_deterministic_algorithms(True) is in force: set ATOMIC_DQ=0 "
+                f"or leave the backward kernel out of {CONFIG_ENV}"
+            )
+        return forced
 
     def may_run(self, switch: str, named: dict) -> bool:
         """Whether a launch with these key arguments (named as the kernel's) may run a configuration
         with `switch` on: the forced one, the key's tuned or stored choice, or before tuning any
         candidate that pruning keeps for it."""
-        forced = forced_configs().get(self.name)
+        forced = self.forced()
         if forced is not None:
             return bool(forced.get(switch))
         config = self.known(self.key(named))
@@ -202,7 +221,7 @@ class _Kernel:
         `kept(signature)` then gives it back for launching straight through Triton's launcher.
         """
         named = self.named(args, kwargs)
-        forced = forced_configs().get(self.name)
+        forced = self.forced()
         if forced is not None:
             config, key, options = None, None, forced
         else:
@@ -263,6 +282,14 @@ AUTOTUNED = {
     "forward": _Kernel("forward", _forward_fixed),
     "backward": _Kernel("backward", _backward_fixed, _convert_dq_while_tuning),
 }
+# The backward under torch.use_deterministic_algorithms(True): two passes only, tuned apart.
+DETERMINISTIC_BACKWARD = _Kernel("backward", _backward_fixed, _convert_dq_while_tuning, two_pass_only=True)
+
+
+def backward_kernel() -> _Kernel:
+    """The backward for this call: two passes only where torch asks for deterministic algorithms (the
+    one-pass form adds dQ with atomics, in any order), else the fastest form."""
+    return DETERMINISTIC_BACKWARD if torch.are_deterministic_algorithms_enabled() else AUTOTUNED["backward"]
 
 
 def chosen_configs() -> dict[str, str | None]:
@@ -274,4 +301,6 @@ def chosen_configs() -> dict[str, str | None]:
             chosen[name] = ", ".join(f"{k}={v}" for k, v in forced[name].items()) + " (forced)"
         else:
             chosen[name] = str(kernel.last) if kernel.last is not None else None
+    if DETERMINISTIC_BACKWARD.last is not None and "backward" not in forced:
+        chosen["backward (deterministic)"] = str(DETERMINISTIC_BACKWARD.last)
     return chosen
