@@ -22,6 +22,7 @@ Modules, each importing only those listed after it:
                       compiled launcher
     configs           candidate configurations, their pruning by row width, FLASH_TRITON_CONFIG
     stored            the stored tuning tables of each GPU model (kernels/tuned/)
+    gluon_forward     the forward in Gluon for Hopper (a TMA producer warp, two consumer warpgroups)
     forward_kernels   the forward kernel
     backward_kernels  the backward kernels
     tiles             tile addressing, loads and stores both use; head_dim_parts, padded_share

@@ -4,6 +4,9 @@ through tuning's AUTOTUNED. A launch made with a known configuration is kept und
 (_signature); a later call with the same signature skips all of that and hands its tensors to the kept
 launches (direct), which also rebuild the TMA descriptors around them.
 
+The forward runs the Gluon kernel of gluon_forward where _gluon_forward_applies (Hopper, 16-bit, head
+dims 64 and 128, equal lengths, contiguous inputs), else the Triton kernel of forward_kernels.
+
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA): a
 descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end of a
 sequence (or of the head dim, for a padded part) returned as zeros; so do fp32 ones in the forward from
@@ -35,9 +38,9 @@ import os
 import torch
 import triton
 
-from kernels.flash_attention_triton import direct, tuning
+from kernels.flash_attention_triton import direct, gluon_forward, tuning
 from kernels.flash_attention_triton.backward_kernels import row_dot_kernel
-from kernels.flash_attention_triton.configs import CONFIG_ENV, interpreting, row_width
+from kernels.flash_attention_triton.configs import CONFIG_ENV, forced_configs, interpreting, row_width
 from kernels.flash_attention_triton.tiles import column_major_copy_kernel, head_dim_parts
 
 try:  # host-side TMA descriptors: Triton 3.3 and later
@@ -159,6 +162,32 @@ def _launch_descriptors(kernel: str, work: int, *tensors: torch.Tensor) -> list:
     return made or [None] * len(tensors)
 
 
+# The Gluon forward (gluon_forward: a TMA producer warp and two consumer warpgroups whose softmax overlaps
+# the tensor cores) where it beat this package's Triton forward on an H100: Hopper, 16-bit, equal query and
+# key lengths, head dim 128, or 64 from 8192 keys on, and enough work to hide its launch (NOTES.md:
+# A Gluon forward). Read at every launch.
+GLUON_FORWARD = True
+GLUON_MIN_WORK = 2**33
+GLUON_HEAD_DIM_64_MIN_SEQ = 8192
+
+
+def _gluon_forward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether attention_forward runs the Gluon kernel for these (batch, heads, seq, d) inputs: switched
+    on, not forced to a Triton configuration, and inputs and GPU of the kind it was written for."""
+    if not GLUON_FORWARD or interpreting() or "forward" in forced_configs() or q.device.type != "cuda":
+        return False
+    batch, heads, seq, head_dim = q.shape
+    if q.dtype not in (torch.bfloat16, torch.float16) or not (k.dtype == v.dtype == q.dtype):
+        return False
+    if k.shape != q.shape or v.shape != q.shape or not all(t.is_contiguous() for t in (q, k, v)):
+        return False
+    if head_dim != 128 and not (head_dim == 64 and seq >= GLUON_HEAD_DIM_64_MIN_SEQ):
+        return False
+    if batch * heads * seq * seq * head_dim < GLUON_MIN_WORK:
+        return False
+    return torch.cuda.get_device_capability(q.device)[0] == 9 and gluon_forward.HAVE_GLUON
+
+
 def _settings() -> tuple:
     """What a launch follows from besides its tensors: forced configurations, this module's switches and
     whether torch asks for deterministic algorithms (the backward's form)."""
@@ -193,6 +222,8 @@ def attention_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (batch, heads, seq_q, d) in q's dtype and L (batch, heads, seq_q) in fp32, from 4-d inputs."""
+    if _gluon_forward_applies(q, k, v):
+        return gluon_forward.gluon_attention_forward(q, k, v, is_causal)
     batch, heads, seq_q, head_dim = q.shape
     seq_k = k.shape[2]
     q, k = _unit_stride_head_dim(q), _unit_stride_head_dim(k)

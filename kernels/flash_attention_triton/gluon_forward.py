@@ -1,0 +1,282 @@
+"""The FlashAttention forward in Gluon for Hopper (sm_90), FlashAttention-3 style; launch runs it where
+it beat the Triton forward (launch._gluon_forward_applies).
+
+One program per 128 query rows and (batch x head), three partitions (gl.warp_specialize):
+
+  * a 1-warp producer: loads the two 64-row Q tiles once, then K and V tiles through TMA into a ring
+    of NUM_STAGES shared-memory buffers; K and V have their own ready/empty mbarriers, so Q K^T of a
+    tile can start before its V has landed;
+  * two consumer warpgroups (the default partition and a 4-warp worker), each owning 64 query rows.
+    Each issues S_j = Q K_j^T as an async wgmma, then O += P_{j-1} V_{j-1} (P in registers, the A
+    operand layout), waits only for S_j and runs the online softmax on it while P V runs on the tensor
+    cores. Both release a buffer by one arrive each (empty barriers count 2).
+
+The softmax runs on exp2 with the scale folded in; L is saved in natural-log units. Causal is
+top-left aligned: key tiles wholly in the future are not loaded, only tiles from the diagonal on
+(and a ragged last tile) are masked, and within each head the query tiles with the most keys start
+first; the grid runs one head's query tiles together, which then share its K and V in L2. Inputs are
+contiguous (batch, heads, seq, head_dim), read through TMA over 2-d (batch*heads*seq, head_dim)
+views: rows past seq belong to the next head (or are zero past the end) and are masked or not stored.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+try:  # Gluon of triton 3.6 (the GPU machine); other releases may lack or rename some of these.
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    HAVE_GLUON = True
+except ImportError:  # pragma: no cover - only where Gluon is missing
+    HAVE_GLUON = False
+
+LOG2E = 1.4426950408889634
+BLOCK_Q = 64  # query rows per consumer warpgroup (wgmma M)
+NUM_CONSUMERS = 2  # consumer warpgroups per program
+BLOCK_M = BLOCK_Q * NUM_CONSUMERS
+BLOCK_N = 128  # key rows per tile; equal to BLOCK_M so both consumers visit the same tiles
+MAXNREG = 168  # 3 warpgroups x 128 threads x 168 <= 64K registers; redistributed per partition
+
+
+if HAVE_GLUON:
+
+    @gluon.jit
+    def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
+                  row_q, row_kv, n_tiles, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
+                  NUM_STAGES: gl.constexpr):  # fmt: skip
+        """TMA loads: both Q tiles once, then K_j and V_j into stage j % NUM_STAGES."""
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [row_q, 0], q_bar, q_smem.index(0))
+        tma.async_copy_global_to_shared(q_desc, [row_q + BLOCK_Q, 0], q_bar, q_smem.index(1))
+        for j in range(n_tiles):
+            st = j % NUM_STAGES
+            ph = (j // NUM_STAGES) & 1
+            row = row_kv + j * BLOCK_N
+            # A fresh barrier counts as having completed phase 1: the first round passes at once.
+            mbarrier.wait(k_empty.index(st), ph ^ 1)
+            mbarrier.expect(k_ready.index(st), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [row, 0], k_ready.index(st), k_smem.index(st))
+            mbarrier.wait(v_empty.index(st), ph ^ 1)
+            mbarrier.expect(v_ready.index(st), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(v_desc, [row, 0], v_ready.index(st), v_smem.index(st))
+
+    @gluon.jit
+    def _softmax_step(s, m_i, l_i, rows, cols, masked, seq, qk_scale, IS_CAUSAL: gl.constexpr):
+        """One online-softmax step on raw scores s: returns P (fp32), the new max and sum, and the
+        factor alpha that rescales what was accumulated under the old max (log2 units)."""
+        if masked:
+            keep = gl.expand_dims(cols, 0) < seq
+            if IS_CAUSAL:
+                keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
+            s = gl.where(keep, s, float("-inf"))
+        # Key 0 is in the first tile and visible to every row, so m_new is finite from then on.
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+        alpha = gl.exp2(m_i - m_new)
+        l_i = l_i * alpha + gl.sum(p, 1)
+        return p, m_new, l_i, alpha
+
+    @gluon.jit
+    def _consumer(c: gl.constexpr, o_desc, out_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty,
+                  v_ready, v_empty, row_q, start_m, seq, n_tiles, n_full, qk_scale,
+                  HEAD_DIM: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
+                  NUM_STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr):  # fmt: skip
+        """One warpgroup: rows start_m + c*BLOCK_Q .. + BLOCK_Q of the program's query tile."""
+        dtype: gl.constexpr = q_smem.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+        )
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+        )
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+        rows = start_m + c * BLOCK_Q + gl.arange(0, BLOCK_Q, layout=row_s)
+        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        q = q_smem.index(c)
+        m_i = gl.full([BLOCK_Q], float("-inf"), gl.float32, layout=row_s)
+        l_i = gl.full([BLOCK_Q], 0.0, gl.float32, layout=row_s)
+        s_zero = gl.zeros([BLOCK_Q, BLOCK_N], gl.float32, layout=s_layout)
+        acc = gl.zeros([BLOCK_Q, HEAD_DIM], gl.float32, layout=o_layout)
+
+        mbarrier.wait(q_bar, 0)
+        # Tile 0: S, softmax; its P V is issued with the next tile's Q K^T.
+        mbarrier.wait(k_ready.index(0), 0)
+        s0_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        s0 = warpgroup_mma_wait(0, deps=[s0_tok])
+        mbarrier.arrive(k_empty.index(0))
+        p0, m_i, l_i, _alpha0 = _softmax_step(
+            s0, m_i, l_i, rows, offs_n, 0 >= n_full, seq, qk_scale, IS_CAUSAL
+        )
+        p_op = gl.convert_layout(p0.to(dtype), p_layout)
+
+        for j in range(1, n_tiles):
+            st = j % NUM_STAGES
+            pst = (j - 1) % NUM_STAGES
+            mbarrier.wait(k_ready.index(st), (j // NUM_STAGES) & 1)
+            s_tok = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            mbarrier.wait(v_ready.index(pst), ((j - 1) // NUM_STAGES) & 1)
+            o_tok = warpgroup_mma(p_op, v_smem.index(pst), acc, is_async=True)
+            # wgmma groups complete in order: one outstanding means S_j is done, P V still runs.
+            s = warpgroup_mma_wait(1, deps=[s_tok])
+            mbarrier.arrive(k_empty.index(st))
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, rows, offs_n + j * BLOCK_N, j >= n_full, seq,
+                                               qk_scale, IS_CAUSAL)  # fmt: skip
+            acc, p_op = warpgroup_mma_wait(0, deps=[o_tok, p_op])
+            mbarrier.arrive(v_empty.index(pst))
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+        last = (n_tiles - 1) % NUM_STAGES
+        mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // NUM_STAGES) & 1)
+        o_tok = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
+        acc, p_op = warpgroup_mma_wait(0, deps=[o_tok, p_op])
+        mbarrier.arrive(v_empty.index(last))
+
+        # Epilogue: O = acc / l, L = ln(sum exp(scores)) = (m + log2 l) / log2(e).
+        acc = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
+        lse = (m_i + gl.log2(l_i)) * (1.0 / 1.4426950408889634)
+        gl.store(lse_ptr + (row_q - start_m) + rows, lse, mask=rows < seq)
+        o = acc.to(dtype)
+        row0 = start_m + c * BLOCK_Q
+        if row0 + BLOCK_Q <= seq:  # whole tile: through shared memory (Q's buffer, no longer read) and TMA
+            q.store(o)
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc, [row_q + c * BLOCK_Q, 0], q)
+            tma.store_wait(0)
+        else:  # ragged last tile: a masked store, so the next head's rows stay untouched
+            o_rows = row0 + gl.arange(0, BLOCK_Q, layout=row_o)
+            o_cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            ptrs = (
+                out_ptr
+                + gl.expand_dims((row_q - start_m + o_rows).to(gl.int64) * HEAD_DIM, 1)
+                + gl.expand_dims(o_cols, 0)
+            )
+            gl.store(ptrs, o, mask=gl.expand_dims(o_rows < seq, 1))
+
+    @gluon.jit
+    def _attention_forward_kernel(q_desc, k_desc, v_desc, o_desc, out_ptr, lse_ptr, seq, qk_scale,
+                                  HEAD_DIM: gl.constexpr, IS_CAUSAL: gl.constexpr, BLOCK_Q: gl.constexpr,
+                                  BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                                  HEAD_MAJOR: gl.constexpr):  # fmt: skip
+        BLOCK_M: gl.constexpr = 2 * BLOCK_Q
+        dtype: gl.constexpr = q_desc.dtype
+        if HEAD_MAJOR:  # grid (batch*heads, query tiles): each head's tile m before any head's m-1
+            bh = gl.program_id(0)
+            pid_m = gl.program_id(1)
+            num_m = gl.num_programs(1)
+        else:  # grid (query tiles, batch*heads): programs running together share K and V in L2
+            pid_m = gl.program_id(0)
+            bh = gl.program_id(1)
+            num_m = gl.num_programs(0)
+        if IS_CAUSAL:  # the last query tiles (most keys) first
+            pid_m = num_m - 1 - pid_m
+        start_m = pid_m * BLOCK_M
+        row_kv = bh * seq  # first row of this head in the 2-d views
+        row_q = row_kv + start_m
+        if IS_CAUSAL:
+            end = gl.minimum(start_m + BLOCK_M, seq)
+            n_full = gl.minimum(start_m // BLOCK_N, seq // BLOCK_N)
+        else:
+            end = seq
+            n_full = seq // BLOCK_N
+        n_tiles = gl.cdiv(end, BLOCK_N)
+
+        q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_Q, HEAD_DIM], q_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=2)  # one arrive per consumer warpgroup
+            mbarrier.init(v_empty.index(i), count=2)
+
+        gl.warp_specialize([
+            (_consumer, (0, o_desc, out_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty,
+                         v_ready, v_empty, row_q, start_m, seq, n_tiles, n_full, qk_scale, HEAD_DIM, BLOCK_Q,
+                         BLOCK_N, NUM_STAGES, IS_CAUSAL)),
+            (_consumer, (1, o_desc, out_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty,
+                         v_ready, v_empty, row_q, start_m, seq, n_tiles, n_full, qk_scale, HEAD_DIM, BLOCK_Q,
+                         BLOCK_N, NUM_STAGES, IS_CAUSAL)),
+            (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready,
+                         v_empty, row_q, row_kv, n_tiles, BLOCK_Q, BLOCK_N, NUM_STAGES)),
+        ], [4, 1], [240, 24])  # fmt: skip
+
+
+_GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def _stages(head_dim: int) -> int:
+    """K/V ring depth: what fits in 227 KB of shared memory beside the two Q tiles."""
+    return 2 if head_dim == 128 else 3
+
+
+def gluon_attention_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    is_causal: bool,
+    *,
+    num_stages: int | None = None,
+    head_major: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """O (batch, heads, seq, d) in q's dtype and L = logsumexp (batch, heads, seq) in fp32.
+
+    For experiments: num_stages, the depth of the K/V ring (default: _stages); head_major, the launch
+    order across heads first (the query tiles of one head then run apart and share less of K, V in L2)."""
+    if not HAVE_GLUON:
+        raise RuntimeError("triton.experimental.gluon (Hopper) is not available")
+    if q.dtype not in _GL_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"bf16 or fp16 inputs of one dtype expected, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(
+            f"q, k, v of one (batch, heads, seq, head_dim) shape expected: {q.shape} {k.shape} {v.shape}"
+        )
+    batch, heads, seq, head_dim = q.shape
+    if head_dim not in (64, 128):
+        raise ValueError(f"head_dim 64 or 128 expected, got {head_dim}")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    out = torch.empty_like(q)
+    lse = torch.empty(batch, heads, seq, device=q.device, dtype=torch.float32)
+    rows = batch * heads * seq
+    gl_dtype = getattr(gl, _GL_DTYPES[q.dtype])
+    q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_Q, head_dim], gl_dtype)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, head_dim], gl_dtype)
+
+    def desc(t, block, layout):
+        return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], block, layout)
+
+    q_desc = desc(q, [BLOCK_Q, head_dim], q_layout)
+    o_desc = desc(out, [BLOCK_Q, head_dim], q_layout)
+    k_desc = desc(k, [BLOCK_N, head_dim], kv_layout)
+    v_desc = desc(v, [BLOCK_N, head_dim], kv_layout)
+    num_m = triton.cdiv(seq, BLOCK_M)
+    grid = (batch * heads, num_m) if head_major else (num_m, batch * heads)
+    qk_scale = LOG2E / math.sqrt(head_dim)
+    with torch.cuda.device(q.device):
+        _attention_forward_kernel[grid](
+            q_desc, k_desc, v_desc, o_desc, out, lse, seq, qk_scale,
+            HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), BLOCK_Q=BLOCK_Q, BLOCK_N=BLOCK_N,
+            NUM_STAGES=num_stages or _stages(head_dim), HEAD_MAJOR=head_major, num_warps=4, maxnreg=MAXNREG,
+        )  # fmt: skip
+    return out, lse

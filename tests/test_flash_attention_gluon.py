@@ -1,0 +1,76 @@
+"""The Gluon forward (kernels/flash_attention_triton/gluon_forward.py): where attention_forward runs it, and
+its output and L against fp64 on a Hopper GPU (Gluon has no CPU interpreter: those tests skip elsewhere)."""
+
+import pytest
+import torch
+
+from kernels import flash_attention_triton as fat
+from kernels.flash_attention_triton import gluon_forward, launch
+from tests.attention_checks import BF16, F16, check_against_fp64, random_qkv
+
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+needs_hopper = pytest.mark.skipif(
+    not (HOPPER and gluon_forward.HAVE_GLUON), reason="needs a Hopper GPU (sm_90) and Triton's Gluon"
+)
+
+
+@pytest.fixture
+def gluon_calls(monkeypatch) -> list[tuple]:
+    """The shapes the Gluon forward ran in this test, with the configuration left to the launcher."""
+    monkeypatch.delenv(fat.CONFIG_ENV, raising=False)
+    calls = []
+    run = gluon_forward.gluon_attention_forward
+
+    def counted(q, k, v, is_causal):
+        calls.append(tuple(q.shape))
+        return run(q, k, v, is_causal)
+
+    monkeypatch.setattr(gluon_forward, "gluon_attention_forward", counted)
+    return calls
+
+
+def test_the_gluon_forward_is_left_out_where_it_was_not_written_for(monkeypatch):
+    q = torch.empty(2, 4, 8192, 128, dtype=BF16)
+    assert not launch._gluon_forward_applies(q, q, q)  # on the CPU, in the interpreter
+    if not HOPPER:
+        return
+    q = q.cuda()
+    assert launch._gluon_forward_applies(q, q, q)
+    assert not launch._gluon_forward_applies(q.float(), q.float(), q.float())
+    assert not launch._gluon_forward_applies(q[:, :, :4096], q, q)  # other key length
+    assert not launch._gluon_forward_applies(*[torch.empty(2, 4, 4096, 64, dtype=BF16, device="cuda")] * 3)
+    assert not launch._gluon_forward_applies(*[torch.empty(1, 1, 1024, 128, dtype=BF16, device="cuda")] * 3)
+    assert not launch._gluon_forward_applies(q.transpose(1, 2).contiguous().transpose(1, 2), q, q)
+    monkeypatch.setenv(fat.CONFIG_ENV, "forward:BLOCK_M=64,BLOCK_N=64")
+    assert not launch._gluon_forward_applies(q, q, q)
+    monkeypatch.delenv(fat.CONFIG_ENV)
+    monkeypatch.setattr(launch, "GLUON_FORWARD", False)
+    assert not launch._gluon_forward_applies(q, q, q)
+
+
+@needs_hopper
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [BF16, F16])
+@pytest.mark.parametrize("is_causal", [True, False])
+@pytest.mark.parametrize(
+    ("batch_heads", "seq", "head_dim"),
+    [((2, 4), 4096, 128), ((4, 2), 3000, 128), ((1, 2), 8192, 64), ((1, 3), 8200, 64)],  # work >= 2^33
+    ids=["d128", "d128-ragged", "d64", "d64-ragged"],
+)
+def test_the_gluon_forward_matches_fp64(gluon_calls, dtype, is_causal, batch_heads, seq, head_dim):
+    torch.manual_seed(0)
+    q, k, v = random_qkv(batch_heads, seq, seq, head_dim, dtype, device="cuda")
+    check_against_fp64(fat.FlashAttentionTriton, q, k, v, is_causal)  # its L feeds the Triton backward
+    assert gluon_calls and gluon_calls[0] == q.shape
+
+
+@needs_hopper
+@pytest.mark.gpu
+def test_non_contiguous_inputs_take_the_triton_forward(gluon_calls):
+    torch.manual_seed(0)
+    q, k, v = (
+        t.transpose(1, 2).contiguous().transpose(1, 2)
+        for t in random_qkv((2, 4), 4096, 4096, 128, BF16, device="cuda")
+    )
+    check_against_fp64(fat.FlashAttentionTriton, q, k, v, True)
+    assert gluon_calls == []
