@@ -64,7 +64,7 @@ bisect: env
 	$(if $(and $(GOOD),$(BAD)),,$(error GOOD=REF and BAD=REF are needed, e.g. make bisect GOOD=v1 BAD=HEAD ARGS="-k forward"))
 	$(PY) -m perf.tools.bisect $(GOOD) $(BAD) $(BISECT_ARGS) -- $(ARGS)
 
-# A Markdown and HTML report with plots of one result file, against BASELINE if given (perf/tools/report/).
+# A Markdown and HTML report with plots of one result file, against BASELINE if given (perf/tools/report.py).
 # OUT sets the folder (default: reports/<RESULT's name>/).
 report: env
 	$(if $(RESULT),,$(error RESULT=FILE is needed, e.g. make report RESULT=baselines/<gpu>/0001_x.json))

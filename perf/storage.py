@@ -24,7 +24,7 @@ same name, pytest-benchmark's document with:
 What pytest-benchmark reads of a stored file (`--benchmark-compare`, `pytest-benchmark compare`:
 fullname, name, group, param, params, stats, machine_info) is left as it is, so its own FileStorage
 reads compact files untaught, on every release. Everything else reads them through `read_result` (the
-tools through perf/tools/results.py `load_results`), which gives back the document as written less the
+tools through perf/tools/reading/results.py `load_results`), which gives back the document as written less the
 raw rounds, figure for figure, and reads older, indented files as they are. A document the tables could
 not give back exactly is stored without them (checked at every write). Converted, 0007 is 0.86 MB and
 the H200's 0005_h200-default.json (4.18 MB) 0.89 MB; writing takes 0.1 s, reading 0.04 s.

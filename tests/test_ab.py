@@ -1,7 +1,7 @@
-"""The gate's A/B mode (perf/tools/ab.py, ab_verdict.py) with a fake runner on a small git repository: the
-ABBA order, the undecided measured again by node id, new and missing benchmarks, a base that cannot run the
-selection; and once for real, `python -m perf.tools.gate --base HEAD` in a copy of this checkout, ended
-normally and by a Ctrl-C."""
+"""The gate's A/B mode (perf/tools/running/ab.py, perf/tools/reporting/ab_verdict.py) with a fake runner on a
+small git repository: the ABBA order, the undecided measured again by node id, new and missing benchmarks, a
+base that cannot run the selection; and once for real, `python -m perf.tools.gate --base HEAD` in a copy of
+this checkout, ended normally and by a Ctrl-C."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from perf.tools import ab, ab_verdict
-from perf.tools.results import GateError
+from perf.tools.judging.paired_rule import ABRun
+from perf.tools.reading.errors import GateError
+from perf.tools.reporting import ab_verdict
+from perf.tools.running import ab
 from tests.test_gate import stats, write_results
 from tests.test_worktrees import commit_all, git, worktree_paths
 
@@ -76,7 +78,7 @@ class FakeRunner:
         return run
 
 
-def run(repo: Path, fake: FakeRunner, **kwargs) -> tuple[ab.ABRun, list[str]]:
+def run(repo: Path, fake: FakeRunner, **kwargs) -> tuple[ABRun, list[str]]:
     said: list[str] = []
     result = ab.run_ab(
         "HEAD", ["perf/test_matmul.py", "-q"], repo=repo, runner_for=fake, say=said.append, **kwargs

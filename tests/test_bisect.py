@@ -1,7 +1,7 @@
-"""`python -m perf.tools.bisect`: the search (perf/tools/bisect_search.py) on made-up results, a slowdown
-planted at every position of 16 commits, noise, skipped commits; the command line (perf/tools/bisect.py) on a
-small git repository with a fake pytest runner, its refusals; and real runs in a clone of this repository, a
-benchmark slowed by a sleep at one commit, and a SIGTERM in the middle."""
+"""`python -m perf.tools.bisect`: the search (perf/tools/judging/bisect_search.py) on made-up results, a
+slowdown planted at every position of 16 commits, noise, skipped commits; the command line
+(perf/tools/bisect.py) on a small git repository with a fake pytest runner, its refusals; and real runs in a
+clone of this repository, a benchmark slowed by a sleep at one commit, and a SIGTERM in the middle."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from perf.tools import bisect
-from perf.tools.bisect_search import BAD, GOOD, SKIPPED, Rule, primary, search
-from perf.tools.regression_rule import GPU, WALL, Timing
-from perf.tools.results import GateError, Results
+from perf.tools.judging.bisect_search import BAD, GOOD, SKIPPED, Rule, primary, search
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.results import Results
+from perf.tools.reading.timings import GPU, WALL, Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = [f"perf/test_x.py::test_x[case{i}]" for i in range(4)]
@@ -307,8 +308,9 @@ def test_a_dirty_tree_is_said_when_bad_is_head(repo, capsys):
 
 
 # --------------------------------------------------------------------------- a real run in a clone
-# The tools as checked out here, every module of them.
-TOOLS = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "perf/tools").glob("*.py"))
+# The tools as checked out here, every module of their floors (perf/tools/*/), and the results database that
+# imports them: they replace the clone's own copies whole, so that no module of another layout is left there.
+COPIED = ("perf/tools", "perf/history")
 # A call of about 13 ms on a CPU (65536 rows): a scheduler's hiccups are a small share of it, where a 0.5 ms
 # call (the tier's 4096 rows) once read 1.63x slower on a commit that changed nothing.
 SELECTION = [
@@ -324,8 +326,9 @@ def clone(tmp_path_factory) -> tuple[Path, list[str]]:
     adds a 200 ms sleep to the weighted-sum forward step, about 16x its CPU time (13 ms)."""
     clone = tmp_path_factory.mktemp("bisect") / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    for path in TOOLS:
-        shutil.copyfile(ROOT / path, clone / path)
+    for folder in COPIED:
+        shutil.rmtree(clone / folder, ignore_errors=True)
+        shutil.copytree(ROOT / folder, clone / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shas = [commit_all(clone, "the tools as checked out")]
     workload = clone / "perf/workloads/weighted_sum.py"
     for i in range(1, 6):

@@ -14,7 +14,7 @@ import torch
 
 from perf.harness import clocks
 from perf.harness.clocks import ClockSampler, gpu_clock_state, nvml_handle, run_note
-from perf.tools.regression_rule import gpu_timing
+from perf.tools.reading.timings import gpu_timing
 
 GPU = torch.device("cuda", 0)
 UUID = "8a1f0c2e-1111-2222-3333-444455556666"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from perf.tools import combine
-from perf.tools.results import load_results
+from perf.tools.reading.results import load_results
 
 H100 = {"gpu": {"name": "NVIDIA H100 80GB HBM3", "driver": "580"}, "torch": "2.11", "triton": "3.6"}
 

@@ -17,7 +17,8 @@ import pytest
 from pytest_benchmark.storage.file import FileStorage
 
 from perf.storage import BASELINES, COMPACT, compact_json, expand_document, read_result
-from perf.tools.results import GateError, load_results
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.results import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = "tests/harness_samples/interrupted_bench.py"

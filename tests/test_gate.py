@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from perf.tools import gate
-from perf.tools.regression_rule import IQR_PER_SIGMA, Timing, classify, is_host_bound, median_standard_error
+from perf.tools.judging.regression_rule import classify
+from perf.tools.reading.timings import IQR_PER_SIGMA, Timing, is_host_bound, median_standard_error
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = "NVIDIA H100 80GB HBM3"
@@ -102,7 +103,7 @@ def compare_files(tmp_path, capsys, base: dict, current: dict) -> tuple[int, str
 
 def short(name: str) -> str:
     """How the verdict's rows show a node id of these tests: its test function and parameters, the
-    shortest ending no other benchmark shares (perf/tools/outcome.py's short_names)."""
+    shortest ending no other benchmark shares (perf/tools/reading/run_info.py's short_names)."""
     return name.split("::")[-1]
 
 

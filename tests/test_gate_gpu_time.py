@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from perf.tools.regression_rule import GPU, WALL, Timing, gpu_timing, overall, verdicts
+from perf.tools.judging.regression_rule import overall, verdicts
+from perf.tools.reading.timings import GPU, WALL, Timing, gpu_timing
 from tests.test_gate import NAMES, FakeRunner, rows_of, run_gate, section, short, suite, write_results
 
 HOST_BOUND = NAMES[0]

@@ -1,4 +1,4 @@
-"""Kernel by kernel in an A/B (perf/tools/kernel_shares.py): a kernel that grew is named and makes its
+"""Kernel by kernel in an A/B (perf/tools/judging/kernel_shares.py): a kernel that grew is named and makes its
 benchmark slower where the benchmark's own time moves too much with the clock to decide; a clock that moves
 every kernel alike, a kernel whose share grew only because another got faster, and a small kernel are not."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from perf.tools import kernel_shares, paired_rule
-from perf.tools.paired_rule import FASTER, SLOWER, UNKNOWN, judge_all
-from perf.tools.regression_rule import Timing
-from perf.tools.results import Results
+from perf.tools.judging import kernel_shares, paired_rule
+from perf.tools.judging.paired_rule import FASTER, SLOWER, UNKNOWN, judge_all
+from perf.tools.reading.results import Results
+from perf.tools.reading.timings import Timing
 
 NAME = "perf/test_attention.py::test_attention[bf16-forward_backward-b16-flash_triton]"
 # The clock of each run, as under the power cap: every kernel of a run slower or faster by this factor.

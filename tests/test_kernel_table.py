@@ -1,5 +1,5 @@
 """Kernel tables (perf/harness/kernel_table.py) built from hand-made activities, and their comparison
-between a baseline and a current run (perf/tools/kernel_changes.py), on stored rows good and bad."""
+between a baseline and a current run (perf/tools/reading/kernel_changes.py), on stored rows good and bad."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from perf.harness import kernel_table as harness_table
 from perf.harness.kernel_table import Activity, kernel_table, short_name
-from perf.tools import kernel_changes as tools_changes
-from perf.tools.kernel_changes import (
+from perf.tools.reading import kernel_changes as tools_changes
+from perf.tools.reading.kernel_changes import (
     NOT_LISTED,
     KernelChange,
     explanation_lines,

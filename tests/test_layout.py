@@ -8,7 +8,13 @@ deferred import counts as much as one at the top. The rule, lowest part last:
 
 and below all of them the training stack (model, kernels, parallel). The tools read result files: they
 never import a benchmark, the plugin, a workload or the harness (one exception: asking which machine
-this is, to find its baselines).
+this is, to find its baselines). Inside perf/tools/ the parts are floors, each importing only those below:
+
+    commands (perf/tools/*.py) -> running/, reporting/ -> judging/ -> reading/
+    history (perf/history/) -> judging/, reading/
+
+running/ and reporting/ never import each other; of the tools only the commands import the history (the
+gate's --against history), and the history imports no command, nothing that runs pytest and no report.
 """
 
 from __future__ import annotations
@@ -25,7 +31,11 @@ PERF = ROOT / "perf"
 PARTS = (
     ("perf.test_", "benchmarks"),
     ("perf.plugin", "plugin"),
-    ("perf.tools", "tools"),
+    ("perf.tools.reading", "reading"),
+    ("perf.tools.judging", "judging"),
+    ("perf.tools.running", "running"),
+    ("perf.tools.reporting", "reporting"),
+    ("perf.tools", "commands"),  # the command lines (python -m perf.tools.gate, ...) and the package
     ("perf.tables", "tables"),
     ("perf.workloads", "workloads"),
     ("perf.tiers", "tiers"),
@@ -45,17 +55,23 @@ ALLOWED = {
     "harness": {"harness", "storage"},
     "cases": {"cases"},
     "storage": set(),
-    "tools": {"tools", "tables", "cases", "storage", "history"},
-    # The results database: it reads result files as the tools do (their rule, errors, kernel tables),
-    # and the gate judges against it.
-    "history": {"history", "tools", "storage"},
+    # The tools' floors, lowest first: result files read; the rules judging them; pytest runs started and
+    # what is printed and written, apart; the command lines, which alone may open the history.
+    "reading": {"reading", "storage"},
+    "judging": {"judging", "reading", "storage"},
+    "running": {"running", "judging", "reading", "storage"},
+    "reporting": {"reporting", "judging", "reading", "tables", "cases", "storage"},
+    "commands": {"running", "reporting", "judging", "reading", "tables", "cases", "storage", "history"},
+    # The results database: it reads result files as the tools do (their errors, figures and kernel tables)
+    # and judges by their rule (noise thresholds); the gate's command judges against it.
+    "history": {"history", "judging", "reading", "storage"},
     "package": set(),  # perf/__init__.py
 }
 # Single imports beyond the rule, each with its reason.
 EXCEPTIONS = {
     # The gate without --baseline compares with this machine's newest baseline: it asks the harness
     # which machine this is, inside the one function that needs it (torch is imported only then).
-    ("perf.tools.results", "perf.harness.machine"),
+    ("perf.tools.reading.results", "perf.harness.machine"),
 }
 # The repository's other packages each part may import: the training stack it measures, or only the
 # registries of model/ (presets, precisions) where it reads results. Nothing imports tests or scripts.
@@ -69,7 +85,11 @@ OUTSIDE = {
     "harness": {"model"},
     "cases": {"kernels", "model"},
     "storage": set(),
-    "tools": {"model"},
+    "reading": set(),
+    "judging": set(),
+    "running": set(),
+    "reporting": {"model"},  # the report's plots: presets and precisions by name
+    "commands": set(),
     "history": set(),
     "package": set(),
 }
@@ -178,7 +198,38 @@ def test_no_import_cycle():
         ("perf.tools.gate", "from perf.workloads.lm import lm_workload", "perf.workloads.lm (workloads)"),
         ("perf.tables.memory", "import perf.test_memory", "perf.test_memory (benchmarks)"),
         ("perf.harness.bench", "from perf import tiers", "perf.tiers (tiers)"),
-        ("perf.tools.report.plots", "from parallel.ddp import DDPFlat", "parallel.ddp (outside perf/)"),
+        ("perf.tools.reporting.plots", "from parallel.ddp import DDPFlat", "parallel.ddp (outside perf/)"),
+        # The floors of the tools: a rule that opened the history, a reader that judged, a report that ran
+        # pytest, a runner that printed a verdict, the history that ran pytest or called a command, a command
+        # calling another.
+        (
+            "perf.tools.judging.changes",
+            "from perf.history.store import connect",
+            "perf.history.store (history)",
+        ),
+        ("perf.tools.judging.outcome", "import perf.history.baseline", "perf.history.baseline (history)"),
+        (
+            "perf.tools.reading.results",
+            "from perf.tools.judging import changes",
+            "perf.tools.judging.changes (judging)",
+        ),
+        (
+            "perf.tools.reporting.verdict",
+            "from perf.tools.running.runs import measure",
+            "perf.tools.running.runs (running)",
+        ),
+        (
+            "perf.tools.running.sides",
+            "from perf.tools.reporting import verdict",
+            "perf.tools.reporting.verdict (reporting)",
+        ),
+        (
+            "perf.history.baseline",
+            "from perf.tools.running.runs import measure",
+            "perf.tools.running.runs (running)",
+        ),
+        ("perf.history.steps", "from perf.tools import gate", "perf.tools.gate (commands)"),
+        ("perf.tools.gate", "from perf.tools import noise", "perf.tools.noise (commands)"),
     ],
 )
 def test_the_rule_finds_an_import_against_it(module, source, expected):

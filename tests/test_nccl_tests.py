@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from perf.tools import nccl_tests
-from perf.tools.results import GateError
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.nccl_logs import parse_log
 from tests.test_gate import stats, write_results
 
 # The shape of nccl-tests' output (its header, two ranks, rows of both placements), with made-up figures.
@@ -50,7 +51,7 @@ def _results(tmp_path: Path, busbw: dict[tuple[str, int], float], world: int = 2
 
 
 def test_a_log_gives_both_placements_of_each_size_with_its_world_size(tmp_path):
-    rows = nccl_tests.parse_log(_log(tmp_path))
+    rows = parse_log(_log(tmp_path))
     assert [(r.placement, r.size_bytes, r.busbw_gbps, r.wrong) for r in rows] == [
         ("out_of_place", 2**20, 52.43, 0),
         ("in_place", 2**20, 55.19, 0),
@@ -74,10 +75,10 @@ def test_the_suite_beside_nccl_tests_at_the_sizes_both_measured(tmp_path, capsys
 
 def test_the_collective_comes_from_the_file_name_where_the_log_does_not_say(tmp_path):
     text = LOG.replace("# Collective test starting: all_reduce_perf\n", "")
-    rows = nccl_tests.parse_log(_log(tmp_path, text, name="alltoall_bf16.log"))
+    rows = parse_log(_log(tmp_path, text, name="alltoall_bf16.log"))
     assert {r.collective for r in rows} == {"all_to_all"}
     with pytest.raises(GateError, match="which collective it measured is not said"):
-        nccl_tests.parse_log(_log(tmp_path, text, name="mystery.log"))
+        parse_log(_log(tmp_path, text, name="mystery.log"))
 
 
 @pytest.mark.parametrize(
@@ -90,7 +91,7 @@ def test_the_collective_comes_from_the_file_name_where_the_log_does_not_say(tmp_
 )
 def test_a_log_that_is_not_nccl_tests_output_is_refused_saying_why(tmp_path, text, message):
     with pytest.raises(GateError, match=message):
-        nccl_tests.parse_log(_log(tmp_path, text))
+        parse_log(_log(tmp_path, text))
 
 
 def test_nothing_in_common_is_refused_naming_both_sides(tmp_path, capsys):

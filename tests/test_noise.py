@@ -1,6 +1,6 @@
-"""The runner's noise file (perf/tools/noise.py) and what the gate makes of it: each benchmark's GPU time
-judged at max(floor, k x its own run-to-run spread), the clock beside a slowdown, and a regression
-explained kernel by kernel; every bad input a note and a fallback."""
+"""The runner's noise file (perf/tools/noise.py, perf/tools/judging/noise_spread.py) and what the gate makes
+of it: each benchmark's GPU time judged at max(floor, k x its own run-to-run spread), the clock beside a
+slowdown, and a regression explained kernel by kernel; every bad input a note and a fallback."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import shutil
 import pytest
 
 from perf.tools import noise
-from perf.tools.noise import GPU_FLOOR, K_MAX, choose_k, load_noise, spread
+from perf.tools.judging.noise_spread import K_MAX, choose_k, spread
+from perf.tools.judging.noise_thresholds import load_noise
+from perf.tools.judging.regression_rule import GPU_FLOOR
 from tests.test_gate import H100, NAMES, rows_of, run_gate, section, short, stats, write_results
 
 STEADY, NOISY = NAMES[0], NAMES[1]

@@ -1,5 +1,6 @@
-"""perf/tools/paired_rule.py on synthetic runs: a small slowdown in little noise is SLOWER, noise alone SAME,
-too much noise UNKNOWN, faster symmetric, and GPU times of different methods judged on wall time."""
+"""perf/tools/judging/paired_rule.py on synthetic runs: a small slowdown in little noise is SLOWER, noise
+alone SAME, too much noise UNKNOWN, faster symmetric, and GPU times of different methods judged on wall
+time."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import math
 
 import pytest
 
-from perf.tools import paired_rule
-from perf.tools.paired_rule import FASTER, SAME, SLOWER, UNKNOWN, judge_all, judge_figure
-from perf.tools.regression_rule import Timing
-from perf.tools.results import Results
+from perf.tools.judging import paired_rule
+from perf.tools.judging.paired_rule import FASTER, SAME, SLOWER, UNKNOWN, judge_all, judge_figure
+from perf.tools.reading.results import Results
+from perf.tools.reading.timings import Timing
 
 NAME = "perf/test_matmul.py::test_matmul[n256]"
 # Alternating offsets of the runs' medians: a noise of `noise` around the mean, whose sample sd is 1.

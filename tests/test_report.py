@@ -1,6 +1,6 @@
-"""The report command (perf/tools/report/) on synthetic result files: which plots each suite's results give,
-what report.md and report.html hold, the comparison with a baseline, and every refusal (exit 2 with one
-line on stderr and no report)."""
+"""The report command (perf/tools/report.py, perf/tools/reporting/) on synthetic result files: which plots
+each suite's results give, what report.md and report.html hold, the comparison with a baseline, and every
+refusal (exit 2 with one line on stderr and no report)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import torch
 
 from perf.cases.attention import SWEEPS
 from perf.tools import report
-from perf.tools.report import figures
-from perf.tools.report.render import Code, Link, Table, html_page, markdown
+from perf.tools.reporting import figures
+from perf.tools.reporting.render import Code, Link, Table, html_page, markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = "NVIDIA H100 80GB HBM3"

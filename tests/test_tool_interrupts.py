@@ -1,6 +1,6 @@
-"""A Ctrl-C during a tool's pytest run (perf/tools/runs.py): the tool passes it to pytest, which stores its
-partial results and says so; the tool then ends with one line and exit code 130, no traceback, and no
-result file but the partial one."""
+"""A Ctrl-C during a tool's pytest run (perf/tools/running/runs.py): the tool passes it to pytest, which
+stores its partial results and says so; the tool then ends with one line and exit code 130, no traceback, and
+no result file but the partial one."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# A tool in miniature: perf/tools/runs.py's measure and tool_main around one run of the sample benchmarks.
+# A tool in miniature: perf/tools/running/runs.py's measure and perf/tools/reading/errors.py's tool_main
+# around one run of the sample benchmarks.
 DRIVER = """
 import sys
 from pathlib import Path
-from perf.tools.runs import measure, run_pytest, tool_main
+from perf.tools.reading.errors import tool_main
+from perf.tools.running.runs import measure, run_pytest
 args = ["-p", "no:cacheprovider", "-q", "--benchmark-max-time=0.02"]
 args += ["tests/harness_samples/interrupted_bench.py"]
 sys.exit(tool_main("perf.tools.x", lambda: measure(run_pytest, args, "run", save=Path(sys.argv[1])) and 0))

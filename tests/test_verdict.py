@@ -1,6 +1,6 @@
-"""The gate's verdict as a person reads it (perf/tools/verdict.py, perf/tools/outcome.py): the decision and
-why first, one category per benchmark, the same counts as the report, thresholds as judged, short lines,
-lists on request, and the Markdown summary for GitHub's job summary."""
+"""The gate's verdict as a person reads it (perf/tools/reporting/verdict.py, perf/tools/judging/outcome.py):
+the decision and why first, one category per benchmark, the same counts as the report, thresholds as judged,
+short lines, lists on request, and the Markdown summary for GitHub's job summary."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from perf.tools import report
-from perf.tools.kernel_changes import explanation_lines
-from perf.tools.noise import FORMAT
+from perf.tools.judging.noise_thresholds import FORMAT
+from perf.tools.reading.kernel_changes import explanation_lines
 from tests.test_gate import H100, run_gate, section, short, stats, write_results
 
 STEP = "perf/test_end_to_end.py::test_train_step"

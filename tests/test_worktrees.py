@@ -1,6 +1,6 @@
-"""perf/tools/worktrees.py on a small git repository of its own: resolving refs, the working tree's state, a
-commit checked out beside it and removed however the block ends, and a pytest there importing that tree's
-packages."""
+"""perf/tools/running/worktrees.py on a small git repository of its own: resolving refs, the working tree's
+state, a commit checked out beside it and removed however the block ends, and a pytest there importing that
+tree's packages."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from perf.tools import worktrees
-from perf.tools.results import GateError
+from perf.tools.reading.errors import GateError
+from perf.tools.running import worktrees
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,7 +94,7 @@ def test_checked_out_tree_is_removed_when_the_block_raises(repo, error):
 HOLDER = """
 import sys, time
 from pathlib import Path
-from perf.tools import worktrees
+from perf.tools.running import worktrees
 repo, marker = Path(sys.argv[1]), Path(sys.argv[2])
 try:
     head = worktrees.resolve_commit("HEAD", repo)

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from perf.history.store import DEFAULT_URL, URL_VARIABLE, History, HistoryError, RunInfo, connect
 from perf.storage import folder_name
-from perf.tools.results import GateError
-from perf.tools.runs import Interrupted, tool_main
+from perf.tools.reading.errors import GateError, Interrupted, tool_main
 
 PROG = "python -m perf.history"
 # Subcommands in modules of their own. Each has HELP (one line), add_arguments(parser) and

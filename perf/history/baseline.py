@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from perf.history.records import utc_time
-from perf.history.store import History, Point
-from perf.tools.noise_thresholds import FigureNoise, Noise, NoiseThresholds
-from perf.tools.regression_rule import GPU, WALL, Timing
-from perf.tools.results import ISOLATED, GateError, Results
+from perf.history.store import History, HistoryError, Point, connect
+from perf.tools.judging.noise_thresholds import FigureNoise, Noise, NoiseThresholds
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.results import ISOLATED, Results
+from perf.tools.reading.timings import GPU, WALL, Timing
 
 # Runs of history per benchmark: Perfherder compares windows of 12 runs.
 WINDOW = 12
@@ -149,39 +150,33 @@ def _machine(run: Any) -> dict[str, Any]:
     }
 
 
-def judged_against_history(
-    options: Any, runner: Any, machine: Any
-) -> tuple[Results, Results, NoiseThresholds]:
-    """The gate's baseline, current run and thresholds for `--against history`: the history is opened and
-    asked for runs of this GPU model before the suite runs, so that a run is never made for nothing."""
-    from perf.history.store import HistoryError, connect
-    from perf.tools.results import load_results
-    from perf.tools.runs import measure, pytest_device, with_selection
-
+def opened(url: str | None) -> History:
+    """The results database of the gate's --against history (`url`, else $PERF_HISTORY, else the default
+    file), opened as it is: refused (GateError) where it does not exist or cannot be read."""
     try:
-        history = connect(options.history, create=False)
+        return connect(url, create=False)
     except HistoryError as err:
         raise GateError(str(err)) from None
-    with history:
-        if options.current is not None:
-            current = load_results(options.current, "--current")
-        else:
-            here = machine(pytest_device(options.pytest_args))
-            if not history.runs(gpu=here, branch=options.history_branch, limit=1):
-                raise GateError(
-                    f"{history.url}: no clean run of {here} on branch {options.history_branch} recorded; "
-                    "nothing was run"
-                )
-            current = measure(runner, with_selection(options.pytest_args), "--current", save=options.save)
-        baseline, noise = history_baseline(history, current, branch=options.history_branch)
+
+
+def require_runs(history: History, gpu: str, *, branch: str) -> None:
+    """Refused (GateError) where `history` holds no clean run of `gpu` on `branch`: the gate asks before the
+    suite runs, so that a run is never made for nothing."""
+    if not history.runs(gpu=gpu, branch=branch, limit=1):
+        raise GateError(f"{history.url}: no clean run of {gpu} on branch {branch} recorded; nothing was run")
+
+
+def against_history(
+    history: History, current: Results, branch: str, threshold: float
+) -> tuple[Results, NoiseThresholds]:
+    """The gate's baseline and thresholds for `current` with --against history: the recent clean runs of
+    `branch` (history_baseline), and each benchmark's thresholds from their spread, `threshold` where they
+    are too few."""
+    baseline, noise = history_baseline(history, current, branch=branch)
     note = (
-        f"baseline: the last {WINDOW} clean runs of branch {options.history_branch} on {current.machine} "
+        f"baseline: the last {WINDOW} clean runs of branch {branch} on {current.machine} "
         f"in {history.url}; thresholds max(floor, {K:g} x their robust spread), --threshold "
-        f"{options.threshold:.0%} where fewer than {MIN_RUNS} runs have a figure"
+        f"{threshold:.0%} where fewer than {MIN_RUNS} runs have a figure"
     )
     short = f"with fewer than {MIN_RUNS} clean runs of {{what}} in the history"
-    return (
-        baseline,
-        current,
-        NoiseThresholds(options.threshold, noise, baseline.gpu_methods, [note], unknown_reason=short),
-    )
+    return baseline, NoiseThresholds(threshold, noise, baseline.gpu_methods, [note], unknown_reason=short)

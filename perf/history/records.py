@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perf.storage import machine_folder, recorded_on
-from perf.tools.regression_rule import is_host_bound
+from perf.tools.reading.timings import is_host_bound
 
 ISOLATED = "isolated"  # the GPU-time method of a result that names none (perf/harness/gpu_time.py)
 ROUNDS, BURST = "rounds", "burst"

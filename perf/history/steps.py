@@ -13,7 +13,7 @@ from typing import Any
 
 from perf.history.changepoints import Step, find_steps
 from perf.history.store import History, Point
-from perf.tools.kernel_changes import explanation_lines
+from perf.tools.reading.kernel_changes import explanation_lines
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ from perf.history.schema import (
     runs,
 )
 from perf.storage import ROOT
-from perf.tools.results import GateError, read_document
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.results import read_document
 
 DEFAULT_URL = f"sqlite:///{ROOT / '.benchmarks' / 'history.sqlite'}"
 URL_VARIABLE = "PERF_HISTORY"  # the environment variable naming the database URL

@@ -4,48 +4,47 @@ are larger than a threshold, larger than the runs' own noise, and still there wh
     python -m perf.tools.gate                            # run perf/; this machine's newest baseline
     python -m perf.tools.gate -- -k forward --tier full  # pytest arguments after --
     python -m perf.tools.gate --baseline OLD.json --current NEW.json
-    python -m perf.tools.gate --base main -- --tier pr  # A/B: main and this tree in turn (perf/tools/ab.py)
+    python -m perf.tools.gate --base main -- --tier pr  # A/B: main and this tree in turn (running/ab.py)
 
 Exit codes: 0 no regression, 1 at least one regression, 2 no verdict (bad input, failed pytest run).
+
+The command parses its options and calls down the tools' floors, each module once, in order: the two runs,
+read or measured (perf/tools/running/sides.py); each benchmark's thresholds and the rule judging it
+(perf/tools/judging/); the suspects measured again (perf/tools/running/remeasure.py); one category per
+benchmark; the verdict (perf/tools/reporting/gate_output.py). With --against history the baseline comes from
+perf/history, asked before the run (is there a history of this GPU?) and after it (the baseline of the run's
+benchmarks).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perf.storage import BASELINES, write_whole
-from perf.tools import ab, ab_verdict
-from perf.tools.changes import Rule, compare, confirm, with_noise
-from perf.tools.noise_thresholds import NoiseThresholds, noise_thresholds
-from perf.tools.outcome import LISTS, classify, describe
-from perf.tools.regression_rule import HOST_BOUND_SHARE, HOST_BOUND_THRESHOLD, THRESHOLD, Z
-from perf.tools.results import (
-    GateError,
-    Results,
-    align_to,
-    aligned,
-    check_same_machine,
-    load_results,
-    newest_baseline,
-    this_machine,
-    this_machine_slug,
-)
-from perf.tools.runs import (
-    Runner,
-    is_selection,
-    measure,
-    pytest_device,
-    run_pytest,
-    tool_main,
-    with_selection,
-)
-from perf.tools.verdict import report
-from perf.tools.verdict_markdown import summary
-from perf.tools.worktrees import runner_in
+from perf.storage import BASELINES
+from perf.tools.judging.changes import Rule, compare, with_noise
+from perf.tools.judging.noise_thresholds import NoiseThresholds, noise_thresholds
+from perf.tools.judging.outcome import classify
+from perf.tools.judging.paired_rule import FIRST_PAIRS, MAX_PAIRS
+from perf.tools.judging.paired_rule import THRESHOLD as AB_THRESHOLD
+from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
+from perf.tools.reading.errors import GateError, tool_main
+from perf.tools.reading.results import Results, this_machine
+from perf.tools.reading.timings import HOST_BOUND_SHARE
+from perf.tools.reporting import ab_verdict, gate_output
+from perf.tools.reporting.verdict import LISTS
+from perf.tools.running.ab import run_ab
+from perf.tools.running.remeasure import confirm
+from perf.tools.running.runs import Runner, is_selection, run_pytest
+from perf.tools.running.sides import current_results, stored_sides
+from perf.tools.running.worktrees import runner_in
+
+# Gate options of the stored-baseline comparison that the A/B does not use: given with --base, refused.
+UNUSED = ("--baseline", "--current", "--noise", "--remeasure", "--list", "--host-bound-threshold")
 
 
 # --------------------------------------------------------------------------- command line
@@ -131,9 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         "--max-pairs",
         type=int,
         metavar="N",
-        default=ab.MAX_PAIRS,
+        default=MAX_PAIRS,
         help=f"with --base: pairs of runs at most, the first two (ABBA) for all, the rest for the undecided "
-        f"({ab.MAX_PAIRS})",
+        f"({MAX_PAIRS})",
     )
     parser.add_argument("--z", type=float, default=Z, help=f"noise bound in standard errors, > 0 ({Z:g})")
     parser.add_argument(
@@ -159,6 +158,25 @@ def _parser() -> argparse.ArgumentParser:
         help="where the kept verdict, results and report are (a CI run's artifacts), linked from --markdown",
     )
     return parser
+
+
+def _given(option: str, argv: Sequence[str]) -> bool:
+    """Whether the gate's own arguments (before --) name `option`."""
+    return any(a == option or a.startswith(f"{option}=") for a in argv)
+
+
+def _ab_options(options: argparse.Namespace, argv: Sequence[str]) -> None:
+    """Refuse what --base cannot take, in one line; the threshold defaults to the A/B's own."""
+    unused = [option for option in UNUSED if _given(option, argv)]
+    if unused:
+        raise GateError(
+            f"--base measures base and head here and judges them by their pairs; {unused[0]} is not used "
+            "with it (docs/gate.md: A/B mode)"
+        )
+    if options.max_pairs < FIRST_PAIRS:
+        raise GateError(f"--max-pairs {options.max_pairs}: accepted is an integer >= {FIRST_PAIRS} (ABBA)")
+    if not _given("--threshold", argv):
+        options.threshold = AB_THRESHOLD
 
 
 def _listing(value: str) -> frozenset[str]:
@@ -190,7 +208,7 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
         raise GateError(f"--remeasure {options.remeasure}: accepted is an integer >= 0")
     options.listing = _listing(options.list)
     if options.base is not None:
-        ab.check_options(options, argv[:split])
+        _ab_options(options, argv[:split])
     if options.markdown is not None and options.markdown.is_dir():
         raise GateError(f"--markdown {options.markdown}: a folder; give the file to write the summary to")
     if options.link is not None and options.markdown is None:
@@ -216,69 +234,71 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
     return options
 
 
+# --------------------------------------------------------------------------- the verdict
+def _against_history(
+    options: argparse.Namespace, runner: Runner, machine: Callable[[str], str]
+) -> tuple[Results, Results, NoiseThresholds]:
+    """--against history: the history is opened and asked for runs of this GPU model before the suite runs
+    (the check handed to current_results), so that a run is never made for nothing; then the baseline of the
+    run's benchmarks and their thresholds come from it."""
+    from perf.history.baseline import against_history, opened, require_runs  # imports the database library
+
+    with opened(options.history) as history:
+        accept = functools.partial(require_runs, history, branch=options.history_branch)
+        current = current_results(options.current, options.pytest_args, options.save, runner, machine, accept)
+        baseline, thresholds = against_history(history, current, options.history_branch, options.threshold)
+    return baseline, current, thresholds
+
+
 def _judge(
     options: argparse.Namespace, runner: Runner, baselines_dir: Path, machine: Callable[[str], str]
 ) -> int:
+    """Read or run both sides, judge each benchmark, measure suspects again, print the verdict."""
     if options.against == "history":
-        from perf.history.baseline import judged_against_history  # imports the database library
-
-        baseline, current, thresholds = judged_against_history(options, runner, machine)
-        return _verdict(options, runner, baseline, current, thresholds)
-    baseline_path = options.baseline or newest_baseline(baselines_dir, this_machine_slug())
-    baseline = load_results(baseline_path, "--baseline")
-    if options.current is not None:
-        current = load_results(options.current, "--current")
+        # The history's baseline is of the current run's GPU (history_baseline): one processor.
+        baseline, current, thresholds = _against_history(options, runner, machine)
     else:
-        # Every input that can be checked is checked before the suite runs: the baseline's processor too.
-        here = machine(pytest_device(options.pytest_args))
-        if here != baseline.machine:
-            raise GateError(
-                f"--baseline {baseline.path} was recorded on {baseline.machine}, "
-                f"this run would be on {here}; "
-                "results of different processors are not comparable (nothing was run)"
-            )
-        current = measure(runner, with_selection(options.pytest_args), "--current", save=options.save)
-    baseline, current = aligned([baseline, current])  # GPU figures of one method (perf/tools/results.py)
-    thresholds = noise_thresholds(options.noise, baseline, options.threshold, baselines_dir)
-    return _verdict(options, runner, baseline, current, thresholds)
-
-
-def _verdict(
-    options: argparse.Namespace,
-    runner: Runner,
-    baseline: Results,
-    current: Results,
-    thresholds: NoiseThresholds,
-) -> int:
-    """Judge `current` against `baseline` at `thresholds`, re-measure suspects, print the verdict."""
-    check_same_machine(baseline, current, f"--current {options.current}" if options.current else "this run")
+        baseline, current = stored_sides(
+            options.baseline,
+            options.current,
+            options.pytest_args,
+            options.save,
+            runner,
+            baselines_dir,
+            machine,
+        )
+        thresholds = noise_thresholds(options.noise, baseline, options.threshold, baselines_dir)
     rule = with_noise(Rule(options.threshold, options.z, options.host_bound_threshold), thresholds)
     comparison = compare(baseline, current, rule)
-    if options.current is not None:
-        regressions, not_persisted = comparison.suspects, []
-    else:
-        flags = [a for a in options.pytest_args if not is_selection(a)]
-
-        def remeasure(names: list[str]) -> Results:
-            return align_to(measure(runner, [*names, *flags], "re-measurement"), baseline.gpu_methods)
-
-        regressions, not_persisted = confirm(comparison.suspects, remeasure, options.remeasure, rule)
     own_run = options.current is None
+    if own_run:
+        regressions, not_persisted = confirm(
+            comparison.suspects, runner, options.pytest_args, baseline.gpu_methods, options.remeasure, rule
+        )
+    else:
+        regressions, not_persisted = comparison.suspects, []
     remeasured = options.remeasure if own_run and comparison.suspects else 0
     outcome = classify(comparison, regressions, not_persisted, baseline, current, own_run, remeasured)
     here = "this run" + (f" (kept in {options.save})" if options.save else "")
-    sides = (describe(baseline, str(baseline.path)), describe(current, str(options.current or here)))
-    notes = thresholds.summary()
-    print("\n".join(report(outcome, rule, baseline, current, sides, notes, options.listing)))
-    if options.markdown is not None:
-        text = summary(outcome, rule, baseline, current, sides, notes, options.link)
-        try:
-            write_whole(options.markdown, text.encode())
-        except OSError as err:
-            raise GateError(
-                f"--markdown {options.markdown}: cannot be written ({err.strerror or err})"
-            ) from None
+    sources = (str(baseline.path), str(options.current or here))
+    gate_output.show(
+        outcome, rule, baseline, current, sources, thresholds, options.listing, options.markdown, options.link
+    )
     return 1 if regressions else 0
+
+
+def _ab(options: argparse.Namespace, runner_for: Callable[[Path], Runner]) -> int:
+    """`gate --base REF`: base and this tree measured in turn and judged by their pairs, then the verdict."""
+    ab = run_ab(
+        options.base,
+        options.pytest_args,
+        threshold=options.threshold,
+        z=options.z,
+        max_pairs=options.max_pairs,
+        save=options.save,
+        runner_for=runner_for,
+    )
+    return ab_verdict.show(ab, options.markdown, options.link)
 
 
 def main(
@@ -296,7 +316,7 @@ def main(
     def judge() -> int:
         options = _options(sys.argv[1:] if argv is None else argv)
         if options.base is not None:
-            return ab_verdict.main(options, runner_for)
+            return _ab(options, runner_for)
         return _judge(options, runner, baselines_dir, machine)
 
     return tool_main("perf.tools.gate", judge)

@@ -1,40 +1,31 @@
-"""A report of one benchmark run, or of a run against its baseline: Markdown, HTML and PNG plots.
+"""The report of one benchmark run, or of a run against its baseline (`python -m perf.tools.report`): the
+result files it reads and the report's content, written as Markdown and HTML with PNG plots.
 
-    python -m perf.tools.report RESULT.json                        # into reports/<RESULT's name>/
-    python -m perf.tools.report RESULT.json --baseline OLD.json    # and current against baseline
-    python -m perf.tools.report RESULT.json --out DIR
-
-RESULT is what `pytest perf/ --benchmark-json=FILE` or `--benchmark-save=NAME` writes. DIR gets
-report.md and report.html (the same content; the HTML needs nothing but the PNGs beside it) and a PNG
-per plot that the results have data for (perf/tools/report/plots.py).
-
-Result files are read and refused as the regression gate does (perf/tools/gate.py): missing, damaged,
-without benchmarks or machine info, or a baseline from another processor. Exit codes: 0 report
-written, 2 none written (bad input, a folder that cannot be written), with one line on stderr.
+The output folder gets report.md and report.html (the same content; the HTML needs nothing but the PNGs
+beside it) and a PNG per plot that the results have data for (plots.py). Result files are read and refused
+as the regression gate does (perf/tools/reading/results.py): missing, damaged, without benchmarks or machine
+info.
 """
 
 from __future__ import annotations
 
-import argparse
-import math
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perf.storage import BASELINES, write_whole
+from perf.storage import write_whole
 from perf.tables.format import Info, fmt
 from perf.tables.summary import SUMMARY_TABLES
-from perf.tools.changes import Rule, with_noise
-from perf.tools.noise_thresholds import noise_thresholds
-from perf.tools.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
-from perf.tools.report import figures
-from perf.tools.report.comparison import compare, comparison_blocks, shown
-from perf.tools.report.figures import Plot
-from perf.tools.report.plots import make_plots
-from perf.tools.report.render import (
+from perf.tools.judging.changes import Rule
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.results import Results
+from perf.tools.reporting import figures
+from perf.tools.reporting.comparison import compare, comparison_blocks, shown
+from perf.tools.reporting.figures import Plot
+from perf.tools.reporting.plots import make_plots
+from perf.tools.reporting.render import (
     Block,
     Heading,
     Image,
@@ -44,10 +35,6 @@ from perf.tools.report.render import (
     html_page,
     markdown,
 )
-from perf.tools.results import GateError, Results, check_same_machine, load_results
-from perf.tools.runs import tool_main
-
-REPORT_DIR = Path("reports")  # ignored by git (.gitignore: /reports/)
 
 
 # --------------------------------------------------------------------------- result files
@@ -73,9 +60,8 @@ class Run:
         return [b.info for b in self.benchmarks]
 
 
-def load_run(path: Path, role: str) -> Run:
-    """A result file with everything the report shows; refused (GateError) where the gate refuses it."""
-    results = load_results(path, role)
+def as_run(results: Results) -> Run:
+    """A result file read by the gate's rules (load_results) with everything the report shows."""
     entries = results.document["benchmarks"]  # load_results checked each has a fullname and stats
     benchmarks = [
         Benchmark(
@@ -274,85 +260,14 @@ def write_report(
     return paths
 
 
-# --------------------------------------------------------------------------- command line
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise GateError(message)  # one line and exit 2, as every other refusal
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m perf.tools.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("result", type=Path, metavar="RESULT.json", help="pytest-benchmark result JSON")
-    parser.add_argument("--baseline", type=Path, metavar="FILE", help="result JSON to compare with")
-    parser.add_argument(
-        "--out", type=Path, metavar="DIR", help=f"folder of the report (default: {REPORT_DIR}/<RESULT name>)"
-    )
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        metavar="FRACTION",
-        default=THRESHOLD,
-        help=f"relative change marked slower or faster, in (0, 1) ({THRESHOLD})",
-    )
-    parser.add_argument("--z", type=float, default=Z, help=f"noise bound in standard errors, > 0 ({Z})")
-    parser.add_argument(
-        "--host-bound-threshold",
-        type=float,
-        metavar="FRACTION",
-        default=HOST_BOUND_THRESHOLD,
-        help="the wall-time threshold of benchmarks host-bound in the baseline, in (0, 1) "
-        f"({HOST_BOUND_THRESHOLD})",
-    )
-    parser.add_argument(
-        "--noise",
-        metavar="FILE|off",
-        help="the runner's noise file, which sets each benchmark's GPU-time threshold as in the gate "
-        "(default: baselines/<gpu>/noise.json where it exists; off: --threshold for every GPU time)",
-    )
-    return parser
-
-
-def _options(argv: Sequence[str]) -> argparse.Namespace:
-    options = _parser().parse_args(list(argv))
-    if not 0 < options.threshold < 1:
-        raise GateError(f"--threshold {options.threshold:g}: accepted is a fraction > 0 and < 1, e.g. 0.05")
-    if not 0 < options.z < math.inf:
-        raise GateError(f"--z {options.z:g}: accepted is a positive number of standard errors, e.g. 3")
-    if not 0 < options.host_bound_threshold < 1:
-        raise GateError(
-            f"--host-bound-threshold {options.host_bound_threshold:g}: "
-            "accepted is a fraction > 0 and < 1, e.g. 0.3"
-        )
-    if options.out is None:
-        options.out = REPORT_DIR / options.result.stem
-    return options
-
-
-def main(argv: Sequence[str] | None = None, baselines_dir: Path = BASELINES) -> int:
-    """The command line; returns the exit code (0 report written, 2 none, 130 interrupted). `baselines_dir`
-    holds the noise files."""
-
-    def write() -> int:
-        options = _options(sys.argv[1:] if argv is None else argv)
-        current = load_run(options.result, "result")
-        baseline, notes = None, []
-        rule = Rule(options.threshold, options.z, options.host_bound_threshold)
-        if options.baseline is not None:
-            baseline = load_run(options.baseline, "--baseline")
-            check_same_machine(baseline.results, current.results, f"result {options.result}")
-            # The GPU-time thresholds the gate would take: the runner's noise file where there is one.
-            thresholds = noise_thresholds(options.noise, baseline.results, options.threshold, baselines_dir)
-            rule, notes = with_noise(rule, thresholds), thresholds.summary()
-        missing = figures.matplotlib_missing()
-        if missing:
-            raise GateError(missing)
-        prepare_out(options.out)
-        paths = write_report(current, baseline, options.out, rule, notes)
-        print(f"report: {' and '.join(map(str, paths))}")
-        return 0
-
-    return tool_main("perf.tools.report", write)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def written(
+    current: Results, baseline: Results | None, out: Path, rule: Rule, notes: Sequence[str] = ()
+) -> list[Path]:
+    """The report of `current` (against `baseline` where given) written into `out`: refused (GateError) before
+    any work where matplotlib is missing or `out` cannot be written; returns report.md's and report.html's
+    paths (write_report)."""
+    missing = figures.matplotlib_missing()
+    if missing:
+        raise GateError(missing)
+    prepare_out(out)
+    return write_report(as_run(current), None if baseline is None else as_run(baseline), out, rule, notes)

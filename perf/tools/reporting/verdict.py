@@ -1,14 +1,14 @@
 """The gate's verdict as the terminal shows it, in the order a person acts on it:
 
 1. the decision (PASS or FAIL), both runs (commit, date, GPU, tier), the counts and the rule;
-2. each regression, then the kernels that moved inside it (perf/tools/kernel_changes.py);
+2. each regression, then the kernels that moved inside it (perf/tools/reading/kernel_changes.py);
 3. the rest: did not persist, host-bound slower, clock moved, improvements, the kernels of those that moved
    on GPU time, the benchmarks judged on wall time alone and those not compared;
 4. the decision again, the log's last line.
 
-Each benchmark is in one section (perf/tools/outcome.py); a reason shared by many is said once with its
-count; new and missing benchmarks are counted and named on request (--list). Rows name benchmarks by their
-shortest unique ending (outcome.short_names) and stay within WIDTH characters where the names allow.
+Each benchmark is in one section (perf/tools/judging/outcome.py); a reason shared by many is said once with
+its count; new and missing benchmarks are counted and named on request (--list). Rows name benchmarks by their
+shortest unique ending (run_info.short_names) and stay within WIDTH characters where the names allow.
 """
 
 from __future__ import annotations
@@ -16,26 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from perf.tools.changes import Change, Rule
-from perf.tools.kernel_changes import OTHER, changes_between, explanation_lines, no_breakdown_reason
-from perf.tools.outcome import (
-    FASTER,
-    LISTS,
-    NOT_PERSISTED,
-    PRECEDENCE,
-    SLOWER,
-    UNCHANGED,
-    Moved,
-    Outcome,
-    Side,
-    gpu_count,
-    short_names,
-    world_sizes,
-)
-from perf.tools.regression_rule import CLOCK_MOVED, GPU, HOST_BOUND_SLOWER, clock_moved
-from perf.tools.results import Results
+from perf.tools.judging.changes import Change, Rule
+from perf.tools.judging.outcome import FASTER, NOT_PERSISTED, PRECEDENCE, SLOWER, UNCHANGED, Moved, Outcome
+from perf.tools.judging.regression_rule import CLOCK_MOVED, HOST_BOUND_SLOWER, clock_moved
+from perf.tools.reading.kernel_changes import OTHER, changes_between, explanation_lines, no_breakdown_reason
+from perf.tools.reading.results import Results
+from perf.tools.reading.run_info import Side, gpu_count, short_names, world_sizes
+from perf.tools.reading.timings import GPU
 
 WIDTH = 120  # characters a line keeps to where the names allow
+# What `gate --list` names one by one: new benchmarks, the baseline's not compared (missing, outside the
+# selection, at other world sizes), those judged on wall time alone.
+LISTS = ("new", "missing", "wall-only")
 # Benchmarks are named under a reason that covers at most this many (a profiler failure in one); beyond
 # it (a baseline recorded before GPU time) they are counted, and named with --list.
 LISTED_PER_REASON = 3
@@ -318,7 +310,7 @@ def report(
     notes: Sequence[str] = (),
     listing: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """The verdict's lines; `listing` holds the kinds of outcome.LISTS to name one by one."""
+    """The verdict's lines; `listing` holds the kinds of LISTS to name one by one."""
     names = short_names([*baseline.timings, *current.timings])
     lines = head(outcome, sides, rule, notes, listing)
     regressions = outcome.regressions

@@ -1,27 +1,25 @@
 """What the gate finds between a baseline and a run: each benchmark judged on each figure by the gate's
-rule (perf/tools/regression_rule.py) at its own threshold, and suspects confirmed by measuring again."""
+rule (perf/tools/judging/regression_rule.py) at its own threshold, and each re-measurement of the suspects
+judged (perf/tools/running/remeasure.py measures them again)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from perf.tools.noise_thresholds import NoiseThresholds
-from perf.tools.regression_rule import (
+from perf.tools.judging.noise_thresholds import NoiseThresholds
+from perf.tools.judging.regression_rule import (
     CLOCK_MOVED,
-    FIGURES,
-    GPU,
     HOST_BOUND_SLOWER,
     HOST_BOUND_THRESHOLD,
     THRESHOLD,
-    WALL,
     Threshold,
-    Timing,
     Z,
     judge_figure,
     noise_bound,
 )
-from perf.tools.results import ISOLATED, Results
+from perf.tools.reading.results import ISOLATED, Results
+from perf.tools.reading.timings import FIGURES, GPU, WALL, Timing
 
 # The threshold a change records when none was given: the gate's default, from --threshold.
 DEFAULT_THRESHOLD = Threshold(THRESHOLD, "--threshold")
@@ -74,7 +72,7 @@ class Rule:
 
 def with_noise(rule: Rule, thresholds: NoiseThresholds) -> Rule:
     """`rule` with each benchmark's GPU and wall thresholds, and host-bound classification, from a noise
-    file (perf/tools/noise_thresholds.py)."""
+    file (perf/tools/judging/noise_thresholds.py)."""
     return replace(rule, gpu=thresholds.gpu, wall=thresholds.wall, host_bound=thresholds.host_bound)
 
 
@@ -152,35 +150,26 @@ def compare(baseline: Results, current: Results, rule: Rule) -> Comparison:
     )
 
 
-def confirm(
-    suspects: Sequence[Change],
-    remeasure: Callable[[list[str]], Results],
-    times: int,
-    rule: Rule,
+def judged_again(
+    remaining: Sequence[Change], again: Results, rule: Rule, ratios: Mapping[tuple[str, str], list[float]]
 ) -> tuple[list[Change], list[Change]]:
-    """(regressions, did not persist): a suspect is a regression only if every re-measurement of it
-    is a suspect too, on the same figure. Each round re-runs only the benchmarks still suspect."""
-    remaining = list(suspects)
-    ratios: dict[tuple[str, str], list[float]] = {(c.name, c.figure): [] for c in suspects}
-    not_persisted: list[Change] = []
-    for _ in range(times):
-        if not remaining:
-            break
-        again = remeasure(list(dict.fromkeys(c.name for c in remaining)))
-        still = []
-        for change in remaining:
-            timing = again.figures(change.name).get(change.figure) if change.name in again.timings else None
-            if timing is None:
-                # Skipped, not collected or without that figure this time: nothing showed it to be
-                # noise, so it stays a suspect; a gate must not pass because a figure went missing.
-                still.append(change)
-                continue
-            ratios[change.name, change.figure].append(timing.median_s / change.baseline.median_s)
-            verdict = rule.judge(change.name, change.figure, change.baseline, timing)
-            (still if verdict == "slower" else not_persisted).append(change)
-        remaining = still
+    """One re-measurement of the suspects still `remaining`: (still suspect, did not persist). A suspect
+    stays one where `again` shows it slower on the same figure, or lacks that figure; the ratio of each one
+    measured is added to its list in `ratios` (by name and figure)."""
+    still, not_persisted = [], []
+    for change in remaining:
+        timing = again.figures(change.name).get(change.figure) if change.name in again.timings else None
+        if timing is None:
+            # Skipped, not collected or without that figure this time: nothing showed it to be
+            # noise, so it stays a suspect; a gate must not pass because a figure went missing.
+            still.append(change)
+            continue
+        ratios[change.name, change.figure].append(timing.median_s / change.baseline.median_s)
+        verdict = rule.judge(change.name, change.figure, change.baseline, timing)
+        (still if verdict == "slower" else not_persisted).append(change)
+    return still, not_persisted
 
-    def with_ratios(changes: list[Change]) -> list[Change]:
-        return [replace(c, remeasured=tuple(ratios[c.name, c.figure])) for c in changes]
 
-    return with_ratios(remaining), with_ratios(not_persisted)
+def with_ratios(changes: Sequence[Change], ratios: Mapping[tuple[str, str], list[float]]) -> list[Change]:
+    """`changes`, each with the ratios of its re-measurements."""
+    return [replace(c, remeasured=tuple(ratios[c.name, c.figure])) for c in changes]

@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from perf.storage import ROOT
-from perf.tools.results import GateError
-from perf.tools.runs import Runner, run_pytest_in
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.run_info import SHORT
+from perf.tools.running.runs import Runner, run_pytest_in
 
-SHORT = 12  # hex digits that name a commit in messages and folder names
 FOLDER_PREFIX = "perf-worktree-"  # the temporary folder that holds a worktree
 OWNER_FILE = "owner.pid"  # beside the worktree: the process that made it, for remove_abandoned
 

@@ -1,11 +1,12 @@
 """The search behind `python -m perf.tools.bisect`: the first of an ordered list of commits that made a
 selection of benchmarks slower than GOOD, given a way to measure one commit. No git and no I/O here
-(perf/tools/bisect.py runs it on a repository), so that it is tested with made-up results.
+(perf/tools/bisect.py runs it on a repository, through perf/tools/running/bisect_runs.py), so that it is
+tested with made-up results.
 
 GOOD is measured first, then a binary search over the candidates (the commits after GOOD up to BAD, the
 last). Each probe is judged against GOOD on each benchmark's primary figure (`primary`):
 - while no slower commit is known, a probe is bad when a benchmark is slower than at GOOD by the gate's
-  rule (perf/tools/regression_rule.py: beyond the threshold and the noise bound);
+  rule (perf/tools/judging/regression_rule.py: beyond the threshold and the noise bound);
 - once one is known, the benchmarks that moved there decide: a probe is bad when one of them lies nearer
   the earliest known bad figure than GOOD's (past the midpoint of their log ratio), which depends on
   neither the threshold nor where in between the figure moved. One is enough, so that of two slowdowns
@@ -20,14 +21,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from perf.tools.outcome import short_names
-from perf.tools.regression_rule import GPU, HOST_BOUND_THRESHOLD, THRESHOLD, WALL, Timing, Z, judge_figure
-from perf.tools.results import ISOLATED, GateError, Results, aligned
+from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z, judge_figure
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.results import ISOLATED, Results, aligned
+from perf.tools.reading.run_info import SHORT, short_names
+from perf.tools.reading.timings import GPU, WALL, Timing
 
 # A commit's results, or why the selection cannot run at that commit (its pytest failed).
 Measure = Callable[[str], "Results | str"]
 GOOD, BAD, SKIPPED = "good", "bad", "skipped"
-SHORT = 12  # hex digits of a commit in messages and file names, as perf/tools/worktrees.py has them
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class Rule:
 def primary(base: Results, current: Results) -> list[Figure]:
     """Each benchmark of both runs on one figure: its GPU time where both measured it by the same method
     (figures of two methods are not comparable), else its wall time."""
-    base, current = aligned([base, current])  # GPU figures of one method (perf/tools/results.py)
+    base, current = aligned([base, current])  # GPU figures of one method (perf/tools/reading/results.py)
     figures = []
     for name in base.timings.keys() & current.timings.keys():
         methods = {run.gpu_methods.get(name, ISOLATED) for run in (base, current)}

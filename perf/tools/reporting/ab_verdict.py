@@ -1,24 +1,20 @@
-"""The A/B verdict (perf/tools/ab.py) as the terminal shows it: the decision, the counts, the rule, then each
-slower benchmark with both sides' times, its pairs and the kernels that moved in it; the undecided and
-what base could not run; the decision again as the last line."""
+"""The A/B verdict (perf/tools/running/ab.py) as the terminal shows it: the decision, the counts, the rule,
+then each slower benchmark with both sides' times, its pairs and the kernels that moved in it; the undecided
+and what base could not run; the decision again as the last line."""
 
 from __future__ import annotations
 
-import argparse
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 from perf.storage import write_whole
-from perf.tools.ab import FIRST_PAIRS, ABRun, run_ab
-from perf.tools.kernel_changes import explanation_lines
-from perf.tools.kernel_shares import KERNEL_SHARE, kernel_lines
-from perf.tools.outcome import short_names
-from perf.tools.paired_rule import FASTER, SAME, SLOWER, UNKNOWN, Judgement
-from perf.tools.regression_rule import FIGURES
-from perf.tools.results import GateError, Results
-from perf.tools.runs import Runner
-from perf.tools.worktrees import SHORT
+from perf.tools.judging.kernel_shares import KERNEL_SHARE, kernel_lines
+from perf.tools.judging.paired_rule import FASTER, FIRST_PAIRS, SAME, SLOWER, UNKNOWN, ABRun, Judgement
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.kernel_changes import explanation_lines
+from perf.tools.reading.results import Results
+from perf.tools.reading.run_info import SHORT, short_names
+from perf.tools.reading.timings import FIGURES
 
 WIDTH = 120  # characters a line keeps to where the names allow
 LISTED = 10  # undecided, new or missing benchmarks named; the rest are counted
@@ -147,23 +143,15 @@ def markdown(ab: ABRun, link: str | None = None) -> str:
     return "\n".join([*lines, "```", *report(ab), "```", ""])
 
 
-def main(options: argparse.Namespace, runner_for: Callable[[Path], Runner]) -> int:
-    """`gate --base REF`: measure, print the verdict, return the exit code."""
-    ab = run_ab(
-        options.base,
-        options.pytest_args,
-        threshold=options.threshold,
-        z=options.z,
-        max_pairs=options.max_pairs,
-        save=options.save,
-        runner_for=runner_for,
-    )
+def show(ab: ABRun, markdown_file: Path | None = None, link: str | None = None) -> int:
+    """`gate --base REF`'s output: print the verdict, write its Markdown summary where asked (whole or not at
+    all); return the exit code."""
     print("\n".join(report(ab)), flush=True)
-    if options.markdown is not None:
+    if markdown_file is not None:
         try:
-            write_whole(options.markdown, markdown(ab, options.link).encode())
+            write_whole(markdown_file, markdown(ab, link).encode())
         except OSError as err:
             raise GateError(
-                f"--markdown {options.markdown}: cannot be written ({err.strerror or err})"
+                f"--markdown {markdown_file}: cannot be written ({err.strerror or err})"
             ) from None
     return exit_code(ab)

@@ -13,7 +13,8 @@ ratios of 1.004, 1.018 and 1.009). Three answers, as Chromium's pinpoint gives t
     SAME     |m| + z * se < log(1 + threshold): the whole noise band lies within the threshold
     UNKNOWN  otherwise: measured again in more pairs; still UNKNOWN after the last is reported, not failed
 
-Pure functions of Results (perf/tools/results.py), no I/O.
+Pure functions of Results (perf/tools/reading/results.py), no I/O; ABRun, what an A/B measured and how it
+judged it, is filled in by perf/tools/running/ab.py and shown by perf/tools/reporting/ab_verdict.py.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from perf.tools.regression_rule import GPU, WALL, Timing
-from perf.tools.results import ISOLATED, Results, aligned
+from perf.tools.reading.results import ISOLATED, Results, aligned
+from perf.tools.reading.timings import GPU, WALL, Timing
 
 # Base and head run minutes apart on the same machine and alternate, so the drift that makes a stored
 # baseline need 5% (regression_rule.THRESHOLD) mostly cancels: 1% is within reach of a few pairs.
@@ -65,7 +66,7 @@ class Judgement:
     primary: str  # the figure judged first
     figures: dict[str, FigureVerdict]
     pair_ratios: list[float]  # head / base of each pair of runs, on the primary figure, in run order
-    kernels: tuple = ()  # kernels that grew inside it (perf/tools/kernel_shares.py), where they decided it
+    kernels: tuple = ()  # kernels that grew inside it (kernel_shares.py), where they decided it
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,32 @@ class Paired:
             f"{n} benchmark{'s' * (n != 1)} judged on wall time: base and head measured GPU time by "
             "different methods (extra_info gpu_method), whose figures are not comparable"
         )
+
+
+# The sides of an A/B, and its first pairs of runs: ABBA, every benchmark twice on each side before any is
+# judged.
+BASE, HEAD = "base", "head"
+FIRST_PAIRS = 2
+
+
+@dataclass
+class ABRun:
+    """What the A/B measured and how it judged it."""
+
+    base_commit: str
+    head_state: str  # e.g. 'HEAD 1a2b3c4d5e6f clean'
+    threshold: float
+    z: float
+    max_pairs: int
+    paired: Paired | None = None
+    runs: dict[str, list[Results]] = field(default_factory=lambda: {BASE: [], HEAD: []})
+    base_failures: list[str] = field(default_factory=list)  # one line per base run that failed
+    remeasured: list[int] = field(default_factory=list)  # benchmarks measured again in each further pair
+    started: int = 0  # runs started, either side: numbers the files --save keeps
+
+    @property
+    def pairs(self) -> int:
+        return FIRST_PAIRS + len(self.remeasured)
 
 
 def _noise(base: Sequence[Timing], head: Sequence[Timing]) -> float:
@@ -175,7 +202,7 @@ def judge_all(
     base_runs: Sequence[Results], head_runs: Sequence[Results], threshold: float = THRESHOLD, z: float = Z
 ) -> Paired:
     """Every benchmark of either side; those of one side only are new or missing, never judged."""
-    runs = aligned([*base_runs, *head_runs])  # GPU figures of one method (perf/tools/results.py)
+    runs = aligned([*base_runs, *head_runs])  # GPU figures of one method (perf/tools/reading/results.py)
     base_runs, head_runs = runs[: len(base_runs)], runs[len(base_runs) :]
     in_base = {name for r in base_runs for name in r.timings}
     in_head = {name for r in head_runs for name in r.timings}

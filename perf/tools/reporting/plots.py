@@ -2,7 +2,7 @@
 
 Each kind picks its results out of the benchmarks' extra_info the way the end-of-run tables do
 (perf/tables/): by the keys the benchmarks record, or their `suite`. The figures are drawn with
-perf/tools/report/figures.py.
+perf/tools/reporting/figures.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from perf.cases.transfer import byte_size_label
 from perf.tables import data_parallel, precision
 from perf.tables.attention import is_attention_result
 from perf.tables.format import Info, registry_order
-from perf.tools.report.figures import (
+from perf.tools.reporting.figures import (
     Plot,
     finish_figure,
     grouped_bars,

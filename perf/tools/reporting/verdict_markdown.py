@@ -9,13 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perf.tools.changes import Rule
-from perf.tools.kernel_changes import HEADER as KERNEL_HEADER
-from perf.tools.kernel_changes import busy_time, explanation_rows
-from perf.tools.outcome import SLOWER, Moved, Outcome, Side
-from perf.tools.report.render import Block, Code, Heading, Link, Paragraph, Table, markdown
-from perf.tools.results import Results
-from perf.tools.verdict import compared_counts, decision, extra_infos, not_compared_counts, rule_text
+from perf.tools.judging.changes import Rule
+from perf.tools.judging.outcome import SLOWER, Moved, Outcome
+from perf.tools.reading.kernel_changes import HEADER as KERNEL_HEADER
+from perf.tools.reading.kernel_changes import busy_time, explanation_rows
+from perf.tools.reading.results import Results
+from perf.tools.reading.run_info import Side
+from perf.tools.reporting.render import Block, Code, Heading, Link, Paragraph, Table, markdown
+from perf.tools.reporting.verdict import (
+    compared_counts,
+    decision,
+    extra_infos,
+    not_compared_counts,
+    rule_text,
+)
 
 COLUMNS = ("benchmark", "figure", "base ms", "current ms", "ratio", "threshold", "noise ms", "re-measured")
 

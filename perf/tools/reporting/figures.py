@@ -1,5 +1,5 @@
 """Drawing the report's figures: one matplotlib Figure per PNG, its title, legend and file, and the
-bars, axes and labels the plots share (perf/tools/report/plots.py, and the comparison's ratio plot).
+bars, axes and labels the plots share (perf/tools/reporting/plots.py, and the comparison's ratio plot).
 
 matplotlib is imported on first use, with the Agg backend: files only, no display needed; a Figure of
 its own per plot, not pyplot's, so nothing global is kept between reports.

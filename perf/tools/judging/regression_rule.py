@@ -1,11 +1,11 @@
 """The gate's rule: when is a benchmark slower or faster than its baseline, on each figure it has.
 
-Two figures per benchmark: `wall`, the median time of its timed rounds (pytest-benchmark's stats), and
-`gpu`, the median GPU busy time of one call (extra_info gpu_ms, perf/harness/gpu_time.py). The wall figure of
-a host-bound benchmark follows the host's CPU; its GPU figure does not, so both are judged: the GPU
-time at its own threshold (from the runner's measured noise, perf/tools/noise.py, or the threshold), the
-wall time at the threshold or, host-bound, at its own. A GPU-time slowdown that a lower SM clock explains
-is marked as the clock's.
+Two figures per benchmark (perf/tools/reading/timings.py): `wall`, the median time of its timed rounds
+(pytest-benchmark's stats), and `gpu`, the median GPU busy time of one call (extra_info gpu_ms,
+perf/harness/gpu_time.py). The wall figure of a host-bound benchmark follows the host's CPU; its GPU figure
+does not, so both are judged: the GPU time at its own threshold (from the runner's measured noise,
+perf/tools/noise.py, or the threshold), the wall time at the threshold or, host-bound, at its own. A GPU-time
+slowdown that a lower SM clock explains is marked as the clock's.
 """
 
 from __future__ import annotations
@@ -13,13 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-# The median of n normal samples has a standard error of sqrt(pi / 2) * sigma / sqrt(n).
-MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)  # 1.2533
-# The interquartile range of a normal distribution is 1.349 sigma; unlike the standard deviation it
-# is not inflated by the few slow rounds (a collection pass, a clock change) that most runs have.
-IQR_PER_SIGMA = 1.349
+from perf.tools.reading.timings import FIGURES, GPU, WALL, Timing
 
 # The defaults of the rule: the relative slowdown that matters, and the noise bound in standard errors.
 THRESHOLD = 0.05
@@ -29,13 +24,10 @@ GPU_FLOOR = 0.015
 # The least wall-time threshold a noise file may give: the timed rounds' own clock and synchronizations.
 WALL_FLOOR = 0.02
 
-# A benchmark is host-bound when one call keeps the host busy for at least this share of the call's
-# median time (extra_info host_ms against median_ms): the GPU then waits on Python and kernel
-# launches, and the time follows the host's CPU. Between back-to-back runs of unchanged code such
-# benchmarks move many times as much as GPU-bound ones (NOTES.md: Measurements behind comments in
-# the code), so they are judged at a threshold of their own; slowdowns between the two thresholds
+# A benchmark host-bound in the baseline (reading.timings.HOST_BOUND_SHARE) moves between back-to-back
+# runs of unchanged code many times as much as a GPU-bound one (NOTES.md: Measurements behind comments in
+# the code), so its wall time is judged at a threshold of its own; slowdowns between the two thresholds
 # are listed.
-HOST_BOUND_SHARE = 0.8
 HOST_BOUND_THRESHOLD = 0.25
 HOST_BOUND_SLOWER = "host-bound slower"  # the verdict of a host-bound slowdown within its threshold
 
@@ -43,20 +35,6 @@ HOST_BOUND_SLOWER = "host-bound slower"  # the verdict of a host-bound slowdown 
 # marked as the clock's; it still fails unless the change at the baseline's clock is within the threshold.
 CLOCK_SHARE = 0.5
 CLOCK_MOVED = "clock moved"  # the verdict of such a slowdown within the threshold at the baseline's clock
-
-# What each figure is, for messages and tables.
-WALL, GPU = "wall", "gpu"
-FIGURES = {WALL: "wall time (median of the timed rounds)", GPU: "GPU busy time (median per call)"}
-
-
-@dataclass(frozen=True)
-class Timing:
-    """One benchmark of one run: its median and the standard error of that median, in seconds."""
-
-    median_s: float
-    se_s: float | None  # None: fewer than 2 rounds, too few to estimate a spread
-    host_bound: bool = False  # see HOST_BOUND_SHARE
-    sm_mhz: float | None = None  # the GPU's mean SM clock while it was measured (perf/harness/clocks.py)
 
 
 @dataclass(frozen=True)
@@ -68,29 +46,6 @@ class Threshold:
 
     def __str__(self) -> str:
         return f"{self.value:.1%} ({self.source})"
-
-
-def is_host_bound(extra_info: object) -> bool:
-    """Whether the suite recorded a host time per call of at least HOST_BOUND_SHARE of the median."""
-    if not isinstance(extra_info, dict):
-        return False
-    host_ms, median_ms = extra_info.get("host_ms"), extra_info.get("median_ms")
-    numbers = all(isinstance(v, int | float) and v > 0 for v in (host_ms, median_ms))
-    return numbers and host_ms >= HOST_BOUND_SHARE * median_ms
-
-
-def median_standard_error(stats: Mapping[str, Any]) -> float | None:
-    """A robust standard error of the median from a run's own rounds (pytest-benchmark's stats).
-
-    sigma comes from the IQR (IQR / 1.349), or from the standard deviation where the IQR is 0 or
-    missing (few rounds, or rounds identical to the timer's resolution).
-    """
-    rounds = stats.get("rounds") or 0
-    if rounds < 2:
-        return None  # one round tells nothing about the spread: only the threshold applies
-    iqr = stats.get("iqr") or 0.0
-    sigma = iqr / IQR_PER_SIGMA if iqr > 0 else stats.get("stddev") or 0.0
-    return MEDIAN_SE_FACTOR * sigma / math.sqrt(rounds)
 
 
 def noise_bound(baseline: Timing, current: Timing, z: float) -> float | None:
@@ -107,7 +62,7 @@ def classify(baseline: Timing, current: Timing, threshold: float, z: float) -> s
     - matter: the ratio of medians leaves [1 - threshold, 1 + threshold] (5% by default), so
       that a real but tiny difference of a very steady benchmark does not fail a change;
     - noise: the difference of medians exceeds z standard errors of that difference, each run's
-      standard error taken from its own rounds (`median_standard_error`). A benchmark with a wide
+      standard error taken from its own rounds (`timings.median_standard_error`). A benchmark with a wide
       spread (a launch-bound step, a shared host) then needs a larger move to count, while a
       steady one is judged by the threshold alone. With z = 3 about 1 in 740 comparisons of
       unchanged code pass the bound on the slow side by chance, before re-measurement.
@@ -147,30 +102,6 @@ def judge(
     if verdict != "slower" or not baseline.host_bound:
         return verdict
     return "slower" if classify(baseline, current, host_threshold, z) == "slower" else HOST_BOUND_SLOWER
-
-
-def gpu_timing(extra_info: object) -> Timing | None:
-    """The GPU busy time a result recorded (gpu_ms and its spread over gpu_calls calls), or None."""
-    if not isinstance(extra_info, dict):
-        return None
-    gpu_ms = extra_info.get("gpu_ms")
-    if not isinstance(gpu_ms, int | float) or isinstance(gpu_ms, bool) or not gpu_ms > 0:
-        return None
-    spread = {
-        "rounds": extra_info.get("gpu_calls") or 0,
-        "iqr": (extra_info.get("gpu_ms_iqr") or 0.0) / 1e3,
-        "stddev": (extra_info.get("gpu_ms_stddev") or 0.0) / 1e3,
-    }
-    clocks = extra_info.get("clocks")
-    clocks = clocks if isinstance(clocks, dict) else {}
-    # The clock while the figure was measured (the timed rounds or the profiled calls), where recorded
-    # apart; else over the whole benchmark.
-    part = clocks.get("rounds" if extra_info.get("gpu_method") == "rounds" else "profiled")
-    sm_mhz = (part if isinstance(part, dict) else clocks).get("sm_mhz_mean")
-    sm_mhz = float(sm_mhz) if isinstance(sm_mhz, int | float) and not isinstance(sm_mhz, bool) else None
-    return Timing(
-        gpu_ms / 1e3, median_standard_error(spread), sm_mhz=sm_mhz if sm_mhz and sm_mhz > 0 else None
-    )
 
 
 def clock_moved(baseline: Timing, current: Timing) -> bool:

@@ -1,5 +1,6 @@
 """A runner's noise file as the gate and the report read it: each benchmark's GPU-time and wall-time
-threshold, and whether its runs showed it host-bound (perf/tools/noise.py writes the file).
+threshold, and whether its runs showed it host-bound (perf/tools/noise.py writes the file,
+from perf/tools/judging/noise_spread.py).
 
 A threshold is max(floor, k x the benchmark's run-to-run spread), k and the floor per figure. Where the
 file does not know a benchmark, or measured its GPU time by another method than the baseline's, the
@@ -14,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf.storage import BASELINES, ROOT, machine_folder
-from perf.tools.regression_rule import GPU, WALL, Threshold
-from perf.tools.results import ISOLATED, GateError, Results
+from perf.tools.judging.regression_rule import Threshold
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.results import ISOLATED, Results
+from perf.tools.reading.timings import GPU, WALL
 
 NOISE_FILE = "noise.json"
 FORMAT = "perf-noise/1"

@@ -1,12 +1,12 @@
-"""Kernel by kernel in an A/B (perf/tools/ab.py): a kernel that got slower inside a benchmark whose own time
-the pairs cannot decide.
+"""Kernel by kernel in an A/B (perf/tools/running/ab.py): a kernel that got slower inside a benchmark whose
+own time the pairs cannot decide.
 
 Back to back under the power cap, a benchmark's GPU time moves from run to run with the card's clock, and
 every kernel of it moves alike: a kernel's share of the benchmark's GPU time (its microseconds per call over
-the sum of all kernels', from the kernel table, extra_info gpu_kernels) cancels that common part. A kernel
-of at least KERNEL_SHARE of the time is judged grown when its share is larger at head by the paired rule
-(perf/tools/paired_rule.py: more than the threshold and z standard errors) and its own time per call is
-larger by more than the threshold too (a share also grows where the other kernels got faster). A benchmark
+the sum of all kernels', from the kernel table, extra_info gpu_kernels) cancels that common part. A kernel of
+at least KERNEL_SHARE of the time is judged grown when its share is larger at head by the paired rule
+(perf/tools/judging/paired_rule.py: more than the threshold and z standard errors) and its own time per call
+is larger by more than the threshold too (a share also grows where the other kernels got faster). A benchmark
 whose primary figure is unknown or the same is then slower, the kernel named; a faster one stays faster.
 NOTES.md (A steady GPU figure) has the runs that decided it: a planted slowdown of the attention forward
 flagged in 9 of 9 cells on an H200, none of 9 cells in a clean A/B on an H100.
@@ -19,10 +19,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from perf.tools.kernel_changes import EXTRA_INFO_KEY
-from perf.tools.paired_rule import FASTER, SLOWER, Judgement, Paired, judge_figure
-from perf.tools.regression_rule import Timing
-from perf.tools.results import Results
+from perf.tools.judging.paired_rule import FASTER, SLOWER, Judgement, Paired, judge_figure
+from perf.tools.reading.kernel_changes import EXTRA_INFO_KEY
+from perf.tools.reading.results import Results
+from perf.tools.reading.timings import Timing
 
 # The least share of a benchmark's GPU time a kernel must hold to be judged on its own: below it, the
 # clock moves small kernels more than a change worth naming, and the comparisons grow in number.

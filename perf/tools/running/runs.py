@@ -1,6 +1,6 @@
 """Running the benchmarks from a tool: pytest in the repository root writing a result file, read back
-as `Results`; a failed run or one without benchmarks is a GateError, an interrupted one `Interrupted`,
-never a verdict.
+as `Results`; a failed run or one without benchmarks is a GateError, an interrupted one `Interrupted`
+(perf/tools/reading/errors.py), never a verdict.
 
 The child pytest runs in a process group of its own, and each interrupt (or termination) the tool
 receives is passed to it once: pytest then ends its session itself, storing what it measured as
@@ -19,20 +19,15 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from perf.storage import ROOT, partial_name
-from perf.tools.results import GateError, Results, load_results
+from perf.tools.reading.errors import GateError, Interrupted
+from perf.tools.reading.results import Results, load_results
 
 # pytest exit codes that are not a failed run: 0 all passed or skipped, 5 nothing collected.
 PYTEST_OK = (0, 5)
 PYTEST_INTERRUPTED = 2
-# The exit code of a tool that was interrupted, as a shell gives a command ended by SIGINT.
-EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 # Runs `python -m pytest ARGS --benchmark-json=PATH`; returns pytest's exit code.
 Runner = Callable[[Sequence[str], Path], int]
-
-
-class Interrupted(Exception):
-    """A tool's run ended by an interrupt: it says what was kept, the tool ends with EXIT_INTERRUPTED."""
 
 
 @contextlib.contextmanager
@@ -125,19 +120,3 @@ def measure(runner: Runner, args: Sequence[str], role: str, save: Path | None = 
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def tool_main(prog: str, body: Callable[[], int]) -> int:
-    """Run a tool's command line: a refusal is one line and exit 2, an interrupt one line and
-    EXIT_INTERRUPTED, with no traceback and no file half-written (every file is written whole)."""
-    try:
-        return body()
-    except GateError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    except Interrupted as err:
-        print(f"{prog}: interrupted: {err}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; nothing was written", file=sys.stderr)
-        return EXIT_INTERRUPTED

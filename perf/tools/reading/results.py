@@ -1,6 +1,6 @@
 """Result files as the gate, the report and combine read them: machine, node ids, and each benchmark's
-figures (perf/tools/regression_rule.py), or why a file cannot be used. Stored baselines are compact
-(perf/storage.py): `load_results` gives every tool the document as written, whichever the form."""
+figures (perf/tools/reading/timings.py), or why a file cannot be used (GateError). Stored baselines are
+compact (perf/storage.py): `load_results` gives every tool the document as written, whichever the form."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from perf.storage import expand_document, recorded_on
-from perf.tools.regression_rule import GPU, WALL, Timing, gpu_timing, is_host_bound, median_standard_error
+from perf.tools.reading.errors import GateError
+from perf.tools.reading.timings import GPU, WALL, Timing, gpu_timing, is_host_bound, median_standard_error
 
 # The GPU-time method of a result that does not name one: measured call by call (perf/harness/gpu_time.py).
 ISOLATED = "isolated"
@@ -20,10 +21,6 @@ BURST = "burst"
 ALTERNATES = {BURST: "gpu_burst_ms", ISOLATED: "gpu_isolated_ms"}
 # The reason a benchmark has no GPU time where its result gives none.
 NO_GPU_TIME = "no gpu_ms in the result (recorded before GPU busy time was measured, or an untimed run)"
-
-
-class GateError(ValueError):
-    """Input on which the gate refuses a verdict: it says why and exits 2, it never passes."""
 
 
 @dataclass(frozen=True)

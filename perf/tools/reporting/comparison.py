@@ -1,7 +1,7 @@
-"""The report's part against a baseline: every benchmark of both runs judged by the gate's rule on its
-wall time and its GPU busy time (perf/tools/changes.py, the noise file's GPU-time thresholds included) and
-put in one category by the gate's own classification (perf/tools/outcome.py), so that the report and the
-gate count the same pair of files alike; as a table and a plot of the ratios."""
+"""The report's part against a baseline: every benchmark of both runs judged by the gate's rule on its wall
+time and its GPU busy time (perf/tools/judging/changes.py, the noise file's GPU-time thresholds included) and
+put in one category by the gate's own classification (perf/tools/judging/outcome.py), so that the report and
+the gate count the same pair of files alike; as a table and a plot of the ratios."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perf.tools import changes
-from perf.tools.changes import Rule, gpu_missing_reason
-from perf.tools.kernel_changes import HEADER as KERNEL_HEADER
-from perf.tools.kernel_changes import explanation_rows
-from perf.tools.outcome import FASTER, SLOWER, UNCHANGED, Outcome, classify
-from perf.tools.regression_rule import CLOCK_MOVED, GPU, HOST_BOUND_SHARE, HOST_BOUND_SLOWER, WALL, Timing
-from perf.tools.report.figures import Plot, finish_figure, new_figure
-from perf.tools.report.render import Block, Code, Heading, Image, Paragraph, Table
-from perf.tools.results import Results
-from perf.tools.verdict import extra_infos, not_compared, not_compared_counts
+from perf.tools.judging import changes
+from perf.tools.judging.changes import Rule, gpu_missing_reason
+from perf.tools.judging.outcome import FASTER, SLOWER, UNCHANGED, Outcome, classify
+from perf.tools.judging.regression_rule import CLOCK_MOVED, HOST_BOUND_SLOWER
+from perf.tools.reading.kernel_changes import HEADER as KERNEL_HEADER
+from perf.tools.reading.kernel_changes import explanation_rows
+from perf.tools.reading.results import Results
+from perf.tools.reading.timings import GPU, HOST_BOUND_SHARE, WALL, Timing
+from perf.tools.reporting.figures import Plot, finish_figure, new_figure
+from perf.tools.reporting.render import Block, Code, Heading, Image, Paragraph, Table
+from perf.tools.reporting.verdict import extra_infos, not_compared, not_compared_counts
 
 # The ratio plot shows at most this many benchmarks: the slowest and the fastest half each.
 MAX_RATIO_ROWS = 60

@@ -1,61 +1,38 @@
 """The gate's A/B mode (`gate --base REF`): the base commit and the working tree measured alternately on
-this machine, each benchmark judged by perf/tools/paired_rule.py.
+this machine, each benchmark judged by perf/tools/judging/paired_rule.py.
 
-Base is checked out beside this tree (perf/tools/worktrees.py) and run by the same Python with the same
-pytest arguments: ABBA first, then, for the benchmarks still UNKNOWN only (by node id), further BA / AB
+Base is checked out beside this tree (perf/tools/running/worktrees.py) and run by the same Python with the
+same pytest arguments: ABBA first, then, for the benchmarks still UNKNOWN only (by node id), further BA / AB
 pairs up to --max-pairs. Head is the working tree as it is, uncommitted changes included. Benchmarks of one
 side only are new or missing, and a run that fails on base (base cannot run the selection) is said, never
-judged; a failed or interrupted run of head, or an interrupt anywhere, gives no verdict.
+judged; a failed or interrupted run of head, or an interrupt anywhere, gives no verdict. What it measured
+and found is an ABRun (perf/tools/reporting/ab_verdict.py shows it).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from perf.storage import ROOT, partial_name
-from perf.tools import kernel_shares, paired_rule, worktrees
-from perf.tools.results import GateError, Results, load_results
-from perf.tools.runs import (
+from perf.tools.judging import kernel_shares, paired_rule
+from perf.tools.judging.paired_rule import BASE, FIRST_PAIRS, HEAD, ABRun
+from perf.tools.reading.errors import GateError, Interrupted
+from perf.tools.reading.results import Results, load_results
+from perf.tools.running import worktrees
+from perf.tools.running.runs import (
     PYTEST_INTERRUPTED,
     PYTEST_OK,
-    Interrupted,
     Runner,
     is_selection,
     measure,
     with_selection,
 )
 
-BASE, HEAD = "base", "head"
 MAX_PAIRS = paired_rule.MAX_PAIRS
-# Gate options of the stored-baseline comparison that the A/B does not use: given with --base, refused.
-UNUSED = ("--baseline", "--current", "--noise", "--remeasure", "--list", "--host-bound-threshold")
-FIRST_PAIRS = 2  # ABBA: every benchmark runs twice on each side before any is judged
-
-
-@dataclass
-class ABRun:
-    """What the A/B measured and how it judged it."""
-
-    base_commit: str
-    head_state: str  # e.g. 'HEAD 1a2b3c4d5e6f clean'
-    threshold: float
-    z: float
-    max_pairs: int
-    paired: paired_rule.Paired | None = None
-    runs: dict[str, list[Results]] = field(default_factory=lambda: {BASE: [], HEAD: []})
-    base_failures: list[str] = field(default_factory=list)  # one line per base run that failed
-    remeasured: list[int] = field(default_factory=list)  # benchmarks measured again in each further pair
-    started: int = 0  # runs started, either side: numbers the files --save keeps
-
-    @property
-    def pairs(self) -> int:
-        return FIRST_PAIRS + len(self.remeasured)
 
 
 def order(pair: int) -> tuple[str, str]:
@@ -162,22 +139,3 @@ def judged(base: list[Results], head: list[Results], threshold: float, z: float)
     return kernel_shares.with_kernels(
         paired_rule.judge_all(base, head, threshold, z), base, head, threshold, z
     )
-
-
-def given(option: str, argv: Sequence[str]) -> bool:
-    """Whether the gate's own arguments (before --) name `option`."""
-    return any(a == option or a.startswith(f"{option}=") for a in argv)
-
-
-def check_options(options: argparse.Namespace, argv: Sequence[str]) -> None:
-    """Refuse what --base cannot take, in one line; the threshold defaults to the A/B's own."""
-    unused = [option for option in UNUSED if given(option, argv)]
-    if unused:
-        raise GateError(
-            f"--base measures base and head here and judges them by their pairs; {unused[0]} is not used "
-            "with it (docs/gate.md: A/B mode)"
-        )
-    if options.max_pairs < FIRST_PAIRS:
-        raise GateError(f"--max-pairs {options.max_pairs}: accepted is an integer >= {FIRST_PAIRS} (ABBA)")
-    if not given("--threshold", argv):
-        options.threshold = paired_rule.THRESHOLD

@@ -1,0 +1,36 @@
+"""The errors the tools raise, and how a command line ends on them: a refusal (GateError) is one line and
+exit 2, an interrupt (Interrupted, or a Ctrl-C) one line and EXIT_INTERRUPTED, never a traceback and never a
+verdict."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+
+# The exit code of a tool that was interrupted, as a shell gives a command ended by SIGINT.
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+
+
+class GateError(ValueError):
+    """Input on which the gate refuses a verdict: it says why and exits 2, it never passes."""
+
+
+class Interrupted(Exception):
+    """A tool's run ended by an interrupt: it says what was kept, the tool ends with EXIT_INTERRUPTED."""
+
+
+def tool_main(prog: str, body: Callable[[], int]) -> int:
+    """Run a tool's command line: a refusal is one line and exit 2, an interrupt one line and
+    EXIT_INTERRUPTED, with no traceback and no file half-written (every file is written whole)."""
+    try:
+        return body()
+    except GateError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except Interrupted as err:
+        print(f"{prog}: interrupted: {err}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
