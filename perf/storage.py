@@ -1,40 +1,11 @@
 """Where results are stored and whose they are: baselines/<machine folder>/NNNN_name.json, and in which form.
 
-One folder per processor model, named from the GPU model (or `cpu <model>` for CPU runs), so that a
-comparison never sets one GPU's results against another's. The plugin stores results there and
-compares with them; the tools (gate, combine, report) read them back. Nothing here imports torch:
-the tools read result files without it.
-
-Stored baselines are compact (`compact_json`, read back by `read_result`); `--benchmark-json` files
-stay as pytest-benchmark writes them (the gate's and CI's run records, raw rounds and all). Written
-with indentation, a default-tier file is about 4 MB: baselines/nvidia-h100-80gb-hbm3/0007_h100-default.json
-is 4.00 MB, 2.11 MB without indentation, of which the raw rounds (`stats.data`) are 0.35 MB, extra_info
-1.16 MB (its kernel tables 0.63 MB, mostly kernel names repeated from benchmark to benchmark, and the
-same keys in each of 512 benchmarks), `perf.selected` 75 kB. The compact form is still JSON under the
-same name, pytest-benchmark's document with:
-
-- no indentation, one benchmark a line (a diff shows the benchmarks that changed, `grep` finds one);
-- no raw rounds (`--benchmark-save` leaves them out unless `--benchmark-save-data`; here always: they
-  stay in `--benchmark-json` files); every other statistic in `stats` as pytest-benchmark wrote it;
-- each benchmark's `extra_info` as a row of values against a table of field lists (nested dicts such
-  as `clocks` likewise), each kernel table's rows as [kernel, launches, us] with every kernel name once
-  in a table, `options` (one or two distinct in a run) as an index into a table, and `perf.selected` as
-  the node ids beyond the benchmarks' own; the tables under `perf_compact`, with a note on reading them.
-
-What pytest-benchmark reads of a stored file (`--benchmark-compare`, `pytest-benchmark compare`:
-fullname, name, group, param, params, stats, machine_info) is left as it is, so its own FileStorage
-reads compact files untaught, on every release. Everything else reads them through `read_result` (the
-tools through perf/tools/reading/results.py `load_results`), which gives back the document as written less the
-raw rounds, figure for figure, and reads older, indented files as they are. A document the tables could
-not give back exactly is stored without them (checked at every write). Converted, 0007 is 0.86 MB and
-the H200's 0005_h200-default.json (4.18 MB) 0.89 MB; writing takes 0.1 s, reading 0.04 s.
-
-Weighed against it: gzip (`.json.gz`: 0.22 MB without the raw rounds, 0.38 MB with them) changes the
-files' names, which pytest-benchmark's FileStorage (it globs `*.json` and reads text), the baseline
-numbering (pytest-benchmark's and perf.tools.combine's), CI's `ls baselines/<gpu>/[0-9]*.json` and the
-globs here look for, and leaves nothing that a diff or grep reads; compact JSON with only the raw rounds
-and the indentation gone is 1.76 MB, and with the kernel names in a table too 1.24 MB: over the 1 MB
-aimed at.
+One folder per processor model (the GPU model, or `cpu <model>`), so that a comparison never sets one
+GPU's results against another's. Stored baselines are compact (`compact_json`, read back by
+`read_result`): pytest-benchmark's document without indentation or raw rounds, each benchmark's
+extra_info as a row against a table of field lists and kernel names, so that pytest-benchmark's own
+FileStorage still reads it and a default-tier file stays under 1 MB; `--benchmark-json` files keep
+everything. Why not gzip, and the sizes: NOTES.md (Baseline files). Nothing here imports torch.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from perf.tiers import TRAINING_BYTES_PER_PARAMETER
+from perf.cases.memory import TRAINING_BYTES_PER_PARAMETER
 from perf.workloads.capture import NotCapturable
 from perf.workloads.lm import ImplUnavailable, lm_workload
 

@@ -19,7 +19,7 @@ from perf.workloads.memory import measure_in_fresh_process, memory_figures, sett
 
 MEMORY_MODES = ("forward", "train_step")
 # Bytes per parameter: the weights stay fp32 under autocast (it casts per op), gradients take the
-# weights' dtype, and AdamW keeps two fp32 moments. Together perf.tiers.TRAINING_BYTES_PER_PARAMETER.
+# weights' dtype, and AdamW keeps two fp32 moments. Together perf.cases.memory.TRAINING_BYTES_PER_PARAMETER.
 WEIGHT_BYTES, GRADIENT_BYTES, ADAMW_STATE_BYTES = 4, 4, 8
 
 

@@ -1,9 +1,9 @@
 """The weighted-sum kernel (kernels/weighted_sum.py) against its PyTorch reference: forward and
 forward+backward, per row count and precision; bandwidth is what it is about (it reads x once).
 
-Parametrized by the tier through the suite's declaration (perf/cases/weighted_sum.py): rows and
-providers; the precision is the model's axis. The end of the run tabulates them
-(perf/tables/weighted_sum.py).
+Parametrized by the tier through the suite's declaration (perf/cases/weighted_sum.py): sizes (rows) and
+providers; the precision is the model's axis. The end of the run tabulates them by the table declared
+there.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from perf.cases.weighted_sum import MODES, SUITE
+from perf.cases.weighted_sum import MODES
 from perf.workloads.weighted_sum import unavailable_reason, weighted_sum_workload
 
 WARMUP_STEPS = 2  # the first call compiles the Triton kernel
@@ -19,9 +19,9 @@ WARMUP_STEPS = 2  # the first call compiles the Triton kernel
 
 @pytest.mark.parametrize("mode", MODES)
 def test_weighted_sum(
-    bench, device: torch.device, weighted_sum_rows: int, precision: str, weighted_sum_provider: str, mode: str
+    bench, device: torch.device, weighted_sum_size: int, precision: str, weighted_sum_provider: str, mode: str
 ):
-    provider, rows = weighted_sum_provider, weighted_sum_rows
+    provider, rows = weighted_sum_provider, weighted_sum_size
     reason = unavailable_reason(provider, device)
     if reason is not None:
         pytest.skip(f"{provider}: {reason}")
@@ -41,7 +41,6 @@ def test_weighted_sum(
         workload.step,
         work=workload.work,
         warmup_steps=WARMUP_STEPS,
-        suite=SUITE,
         provider=provider,
         mode=mode,
         rows=rows,

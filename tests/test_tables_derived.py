@@ -96,3 +96,10 @@ def test_interleaved_rows_are_the_results_with_a_ratio():
     assert header.split() == ["benchmark", "ms", "ref", "ms", "ratio"]
     assert row.split() == [NAIVE.removeprefix("test_"), "7.986", "6.000", "1.331"]
     assert interleaved_table([(COMPILED, CPU)]) == []
+
+
+def test_a_bandwidth_result_shows_its_gb_per_s_on_the_cpu_and_the_gpu():
+    for info in (CPU, GPU):
+        header, moves, computes = derived_table([("test_copy", {**info, "gb_per_s": 12.5}), ("test_x", info)])
+        end = header.index("GB/s") + len("GB/s")  # figures right-aligned under their title
+        assert moves[end - 8 : end].strip() == "12.5" and computes[end - 8 : end].strip() == "-"

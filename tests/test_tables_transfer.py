@@ -1,9 +1,20 @@
-"""The transfer suite's end-of-run tables (perf/tables/transfer.py), on synthetic results."""
+"""The transfer suite's end-of-run tables (declared in perf/cases/transfer.py, and perf/tables/transfer.py),
+on synthetic results."""
+
+import functools
 
 import pytest
 
+from perf.cases.transfer import SUITES
+from perf.tables import transfer
+from perf.tables.declared import render
 from perf.tables.format import titled
-from perf.tables.transfer import OVERLAP_TITLE, TABLES, TRANSFER_TITLE, overlap_table, transfer_table
+from perf.tables.transfer import OVERLAP_TITLE, overlap_table
+
+(COPIES,) = SUITES[0].tables_of()
+TRANSFER_TITLE = COPIES.title
+transfer_table = functools.partial(render, COPIES)
+TABLES = [(TRANSFER_TITLE, transfer_table), *transfer.TABLES]
 
 GIB, MIB = 2**30, 2**20
 

@@ -1,15 +1,20 @@
-"""The weighted-sum suite (the example of docs/adding-a-suite.md): its table on synthetic results, and its
-benchmark run on the CPU in a child pytest, where the Triton provider skips with its reason."""
+"""The weighted-sum suite (the example of docs/adding-a-suite.md): its declared table on synthetic results,
+and its benchmark run on the CPU in a child pytest, where the Triton provider skips with its reason."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from perf.tables.weighted_sum import table
+from perf.cases.weighted_sum import SUITES
+from perf.tables.declared import render
+
+(TABLE,) = SUITES[0].tables_of()
+table = functools.partial(render, TABLE)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +37,7 @@ def test_the_suite_runs_on_the_cpu_with_its_declared_options(tmp_path):
     proc = subprocess.run(
         [
             sys.executable, "-m", "pytest", "perf/test_weighted_sum.py", "-q", "-p", "no:cacheprovider",
-            "--weighted-sum-rows=1024", "--weighted-sum-providers=triton,torch", "--benchmark-max-time=0.02",
+            "--weighted-sum-sizes=1024", "--weighted-sum-providers=triton,torch", "--benchmark-max-time=0.02",
             f"--benchmark-json={out}",
         ],
         cwd=ROOT,

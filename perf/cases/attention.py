@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from kernels.attention_inputs import attention_flops
-from perf.cases.declare import Axis, Derived, Suite
+from perf.cases.declare import Axis, Derived, Suite, cell
 
 ATTENTION_MODES = ("forward", "backward", "forward_backward")
 
@@ -158,25 +158,58 @@ def scaling_shapes(tier) -> tuple[AttentionShape, ...]:
     return select_shapes(("naive_scaling",), tier.scaling_seqs, tier.scaling_head_dims)
 
 
+def shape_filter_problem(tier, given: set[str]) -> str | None:
+    """Why the tier's seq and head-dim filters keep no shape of its sweeps, naming where each filter came
+    from (`given`: the axes the options set), or None where some shape is kept."""
+    if tier.attention_shapes or tier.scaling_shapes:
+        return None
+    shapes = [s for name in (*tier.attention_sweeps, "naive_scaling") for s in SWEEPS[name]]
+    from_tier = f"tier {tier.name!r}"
+    wanted = [
+        f"{axis} in {', '.join(map(str, values))} ({f'--{option}' if name in given else from_tier})"
+        for axis, name, option, values in (
+            ("seq", "seqs", "seqs", tier.seqs),
+            ("head dim", "head_dims", "head-dims", tier.head_dims),
+        )
+        if values is not None
+    ]
+    return (
+        f"--seqs/--head-dims: sweeps {', '.join(tier.attention_sweeps)}, naive_scaling have no shape with "
+        f"{' and '.join(wanted)}; their seqs: {', '.join(map(str, sorted({s.seq for s in shapes})))}; "
+        f"head dims: {', '.join(map(str, sorted({s.head_dim for s in shapes})))}"
+    )
+
+
+def header(tier) -> str:
+    """What a run of the attention benchmarks runs, said after collection."""
+    shapes = tier.attention_shapes
+    return (
+        f"attention: sweeps {','.join(tier.attention_sweeps)} ({len(shapes)} shape"
+        f"{'' if len(shapes) == 1 else 's'}; seqs {','.join(map(str, sorted({s.seq for s in shapes})))}; "
+        f"head dims {','.join(map(str, sorted({s.head_dim for s in shapes})))}); providers "
+        f"{','.join(tier.attention_providers)}; modes {','.join(tier.attention_modes)}"
+    )
+
+
 SUITES = (
     # Attention alone (perf/test_attention.py); its precision is the model's axis. Providers last: the
     # providers of one shape run one after another, side by side in one table.
     Suite(
         "attention",
+        header=header,
+        check=shape_filter_problem,
         axes=(
             Axis(
                 "attention_modes",
-                param="attention_mode",
                 values={"pr": ("forward_backward",)},
                 default=ATTENTION_MODES,
-                option="attention-modes",
                 help=f"comma-separated: {', '.join(ATTENTION_MODES)}",
                 choices=ATTENTION_MODES,
             ),
-            Derived("attention_shapes", attention_shapes, param="attention_shape"),
+            Derived("attention_shapes", attention_shapes),
             Axis(
                 "attention_providers",
-                param="attention_provider",
+                left_out_note="attention providers {values}",
                 # The default tier: the contenders and eager naive attention as the reference point; the
                 # compiled providers compile once per shape and mode (minutes each), so the full tier.
                 values={
@@ -186,12 +219,12 @@ SUITES = (
                     "default": ("naive", "flash_triton", "sdpa_flash", "sdpa_cudnn"),
                     "full": PROVIDER_NAMES,
                 },
-                option="attention-providers",
                 help=f"comma-separated: {', '.join(PROVIDER_NAMES)}",
                 choices=PROVIDER_NAMES,
             ),
             Axis(
                 "attention_sweeps",
+                argument=False,
                 # Not pr: the host-bound call's figures move with the host by 15-25% within a run, and
                 # its GPU time is a few microseconds; the pull-request gate keeps to what it can judge.
                 values={
@@ -200,31 +233,39 @@ SUITES = (
                     "full": ("scaling", "fixed_tokens", "host_bound"),
                 },
                 default=("fixed_tokens", "host_bound"),
-                option="attention-sweeps",
                 help=f"comma-separated shape sweeps: {', '.join(SWEEPS)}",
                 choices=tuple(SWEEPS),
             ),
             # Filters on the sweeps' shapes; None keeps every sequence length (head dim) of the sweeps.
             Axis(
                 "seqs",
+                argument=False,
                 values={"cpu": (128,)},
                 default=None,
-                option="seqs",
                 help="comma-separated sequence lengths: keeps the sweeps' shapes with these",
                 read="ints",
             ),
             # The default tier: every head dim of the sweeps but 96, which the full tier adds.
             Axis(
                 "head_dims",
+                argument=False,
                 values={"cpu": (32,), "pr": (64, 80, 128), "default": (16, 32, 64, 80, 128)},
                 default=None,
-                option="head-dims",
                 help="comma-separated head dims: keeps the sweeps' shapes with these",
                 read="ints",
             ),
         ),
         # Forward+backward in bf16, causal, at every fixed-tokens seq and head dims 64, 80, 128.
-        cells={"pr": ("test_attention.py::test_attention[bf16-forward_backward-*-causal-*]",)},
+        cells={
+            "pr": (
+                cell(
+                    "test_attention.py::test_attention",
+                    precision="bf16",
+                    attention_mode="forward_backward",
+                    attention_shape=lambda shape: shape.causal,
+                ),
+            )
+        },
     ),
     # The naive attention's scaling sweep (perf/test_attention_scaling.py), eager and compiled, filtered
     # like the attention sweeps (--seqs and --head-dims set both filters).
@@ -233,17 +274,27 @@ SUITES = (
         axes=(
             Axis(
                 "scaling_precisions",
-                param="scaling_precision",
-                values={},
                 default=("fp32",),
                 set_by="precisions",
             ),
-            Derived("scaling_shapes", scaling_shapes, param="scaling_shape"),
+            Derived("scaling_shapes", scaling_shapes),
             # cpu: one shape; seq 1024 took 20-28 s a benchmark on two cores.
-            Axis("scaling_seqs", values={"cpu": (256,), "pr": (4096,)}, default=None, set_by="seqs"),
-            Axis("scaling_head_dims", values={"cpu": (16,), "pr": (64,)}, default=None, set_by="head_dims"),
+            Axis(
+                "scaling_seqs",
+                argument=False,
+                values={"cpu": (256,), "pr": (4096,)},
+                default=None,
+                set_by="seqs",
+            ),
+            Axis(
+                "scaling_head_dims",
+                argument=False,
+                values={"cpu": (16,), "pr": (64,)},
+                default=None,
+                set_by="head_dims",
+            ),
         ),
         # The naive attention's score matrix at one size, eager and compiled.
-        cells={"pr": ("test_attention_scaling.py::test_naive_attention_scaling[*]",)},
+        cells={"pr": (cell("test_attention_scaling.py::test_naive_attention_scaling"),)},
     ),
 )

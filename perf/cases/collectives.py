@@ -34,11 +34,11 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from perf.cases.declare import Axis, Derived, Flag, Suite
+from perf.cases.declare import Axis, Derived, Flag, Suite, cell
 from perf.cases.transfer import byte_size_label
 
 # What the benchmarks pass to the harness as `suite`. fp32 all-reduce keeps "allreduce": its stored
-# baselines and the report's bus bandwidth plot (perf/tools/report/plots.py) read that suite as one
+# baselines and the report's bus bandwidth plot (perf/tools/reporting/plots.py) read that suite as one
 # series per backend and world size; every other collective and dtype is "collectives".
 ALLREDUCE_SUITE = "allreduce"
 SUITE = "collectives"
@@ -354,6 +354,14 @@ def collective_cases(tier) -> tuple[CollectiveCase, ...]:
     return tuple(c for c in collective_run_cases(tier) if c.collective != "all_reduce")
 
 
+def _out_of_place(case: CollectiveCase) -> bool:
+    return case.placement == "out_of_place"
+
+
+def _broadcast(case: CollectiveCase) -> bool:
+    return case.collective == "broadcast"
+
+
 SUITES = (
     # Collectives (perf/test_allreduce.py, perf/test_collectives.py): the message bytes of every
     # collective, process counts (those beyond the GPUs present skip for nccl), backends, and the
@@ -361,16 +369,14 @@ SUITES = (
     Suite(
         "collectives",
         axes=(
-            Derived("allreduce_dtypes", allreduce_dtypes, param="allreduce_dtype", unnamed="fp32"),
-            Derived("collective_cases", collective_cases, param="collective_case"),
+            Derived("allreduce_dtypes", allreduce_dtypes, unnamed="fp32"),
+            Derived("collective_cases", collective_cases),
             Axis(
                 "collective_backends",
-                param="collective_backend",
                 # gloo moves CPU tensors: `default` leaves it to `full` (over 17 minutes at its sizes
                 # on a GPU host; NOTES.md: the default tier on one H200).
                 values={"cpu": ("gloo",), "pr": ("nccl",), "default": ("nccl",)},
                 default=("nccl", "gloo"),
-                option="collective-backends",
                 aliases=("allreduce-backends",),
                 help="comma-separated process-group backends of every collective: gloo (CPU tensors), "
                 "nccl (GPUs)",
@@ -378,54 +384,48 @@ SUITES = (
             ),
             Axis(
                 "world_sizes",
-                param="world_size",
                 id_prefix="world",
                 # cpu: ranks beyond the cores share them; 4 ranks on two cores took 47 s for the collectives
                 # and 55 s for data parallel (NOTES.md: the CPU tier in five minutes).
                 values={"cpu": (2,), "pr": (2,)},
                 default=(2, 4, 8),
-                option="world-sizes",
                 help="comma-separated process counts, e.g. 2,4,8",
                 read="ints",
             ),
             Axis(
                 "collective_sizes",
-                param="collective_size",
                 label=byte_size_label,
                 # gloo on a laptop: 10 MiB is near gloo's bandwidth already (NOTES.md: comments).
                 values={"cpu": (2**20,), "pr": (2**30,)},
                 default=(2**20, 10 * 2**20, 100 * 2**20, 2**30),
-                option="collective-sizes",
                 aliases=("allreduce-sizes",),
                 help="comma-separated message bytes of every collective, with K, M or G, e.g. 1M,1G",
                 read="sizes",
             ),
             Axis(
                 "collectives",
-                values={},
+                argument=False,
                 default=tuple(COLLECTIVES),
-                option="collectives",
                 help=f"comma-separated: {', '.join(COLLECTIVES)}",
                 choices=tuple(COLLECTIVES),
             ),
             Axis(
                 "collective_dtypes",
+                argument=False,
                 # cpu: one dtype; gloo's bf16 path is the same code, and 7 more rows of the CPU run's table.
                 values={"cpu": ("fp32",), "pr": ("bf16",)},
                 default=tuple(DTYPES),
-                option="collective-dtypes",
                 help=f"comma-separated: {', '.join(DTYPES)}",
                 choices=tuple(DTYPES),
             ),
             Axis(
                 "placements",
-                values={},
+                argument=False,
                 default=PLACEMENTS,
-                option="placements",
                 help=f"comma-separated: {', '.join(PLACEMENTS)}",
                 choices=PLACEMENTS,
             ),
-            Derived("collective_run_cases", collective_run_cases),
+            Derived("collective_run_cases", collective_run_cases, argument=False),
         ),
         flags=(
             Flag(
@@ -439,9 +439,9 @@ SUITES = (
         # Where two GPUs are visible: every collective at 1 GiB in bf16.
         cells={
             "pr": (
-                "test_allreduce.py::test_allreduce[*]",
-                "test_collectives.py::test_collective[*-out_of_place-*]",
-                "test_collectives.py::test_collective[broadcast-*]",
+                cell("test_allreduce.py::test_allreduce"),
+                cell("test_collectives.py::test_collective", collective_case=_out_of_place),
+                cell("test_collectives.py::test_collective", collective_case=_broadcast),
             )
         },
     ),

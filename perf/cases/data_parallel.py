@@ -4,7 +4,7 @@ builds each variant's step)."""
 
 from __future__ import annotations
 
-from perf.cases.declare import Axis, Derived, Suite
+from perf.cases.declare import Axis, Derived, Suite, cell
 
 # What the benchmarks pass to the harness as `suite`; the tables and the report recognize them by it.
 SUITE = "data_parallel"
@@ -32,17 +32,13 @@ SUITES = (
     Suite(
         "data_parallel",
         axes=(
-            Axis(
-                "dp_presets", param="dp_preset", values={"cpu": ("tiny",)}, default=("xl",), set_by="presets"
-            ),
-            Derived("dp_world_sizes", dp_world_sizes, param="dp_world_size", id_prefix="world", unnamed=PAIR),
+            Axis("dp_presets", values={"cpu": ("tiny",)}, default=("xl",), set_by="presets"),
+            Derived("dp_world_sizes", dp_world_sizes, id_prefix="world", unnamed=PAIR),
             Axis(
                 "bucket_sizes_mb",
-                param="bucket_size_mb",
                 id_prefix="bucket",
                 values={"cpu": (1.0,), "pr": ()},
                 default=(1.0, 10.0, 100.0, 1000.0),
-                option="bucket-sizes-mb",
                 help="comma-separated DDPBucketed bucket sizes in MB, e.g. 1,10,100",
                 read="floats",
             ),
@@ -50,9 +46,8 @@ SUITES = (
         # Where two GPUs are visible: xl with torch's DDP and FSDP2, and the sharded optimizer's memory.
         cells={
             "pr": (
-                "test_data_parallel.py::test_data_parallel_step[*-torch_ddp]",
-                "test_data_parallel.py::test_data_parallel_step[*-fsdp2]",
-                "test_data_parallel.py::test_sharded_optimizer_memory[*]",
+                cell("test_data_parallel.py::test_data_parallel_step", variant=("torch_ddp", "fsdp2")),
+                cell("test_data_parallel.py::test_sharded_optimizer_memory"),
             )
         },
     ),

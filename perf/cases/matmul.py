@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from perf.cases.declare import Axis, Suite
+from perf.cases.declare import Axis, Suite, cell
 
 
 @dataclass(frozen=True)
@@ -79,20 +79,18 @@ SUITES = (
         axes=(
             Axis(
                 "matmul_sizes",
-                param="matmul_size",
                 id_prefix="n",
                 values={"cpu": (256,), "full": (1024, 2048, 4096, 8192, 16384)},
                 default=(8192,),
-                option="matmul-sizes",
                 help="comma-separated n of the n x n matmuls, e.g. 4096,8192",
                 read="ints",
             ),
         ),
-        cells={"pr": ("test_matmul.py::test_matmul[*]",)},  # every math mode at one size
+        cells={"pr": (cell("test_matmul.py::test_matmul"),)},  # every math mode at one size
     ),
     # The harness's time against triton.testing.do_bench's (perf/test_timing_agreement.py): no axes.
     Suite(
         "timing_agreement",
-        cells={"pr": ("test_timing_agreement.py::test_timing_agreement[matmul_bf16_1ms]",)},
+        cells={"pr": (cell("test_timing_agreement.py::test_timing_agreement", case="matmul_bf16_1ms"),)},
     ),
 )

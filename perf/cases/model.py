@@ -6,7 +6,7 @@ from __future__ import annotations
 from model.config import PRESETS
 from model.optim import OPTIMIZER_IMPLS
 from model.precision import PRECISIONS
-from perf.cases.declare import Axis, Derived, Suite
+from perf.cases.declare import Axis, Derived, Suite, cell
 
 # The project's model with each attention implementation (flash_triton: the project's Triton kernel,
 # CUDA only), and the plain-PyTorch reference model (torch.nn modules and
@@ -34,24 +34,31 @@ def compared_impls(tier) -> tuple[str, ...]:
 
 # The model's axes: other suites' benchmarks take presets, precisions and contexts too (shared: first
 # in every id). The end-to-end steps (perf/test_end_to_end.py) run them all.
+def header(tier) -> str:
+    """The model's axes a run takes, said after collection."""
+    return (
+        f"presets {','.join(tier.presets)}; precisions {','.join(tier.precisions)}; "
+        f"contexts {','.join(map(str, tier.contexts))}; warm-ups {','.join(map(str, tier.warmups))}"
+    )
+
+
 SUITES = (
     Suite(
         "end_to_end",
+        header=header,
         shared=True,
         axes=(
             Axis(
                 "impls",
-                param="impl",
                 values={"cpu": CPU_MODEL_IMPLS, "pr": ("sdpa", "flash_triton")},
                 default=MODEL_IMPLS,
-                option="impls",
                 help="comma-separated models: naive, sdpa, flash_triton, reference",
                 choices=MODEL_IMPLS,
             ),
-            Derived("compared_impls", compared_impls, param="compared_impl"),
+            Derived("compared_impls", compared_impls),
             Axis(
                 "presets",
-                param="preset",
+                left_out_note="presets {values}",
                 # cpu: one preset is enough to check that every step runs (NOTES.md: the CPU tier in five
                 # minutes; mini's fp16 step alone took 108 s on two cores).
                 values={
@@ -60,37 +67,31 @@ SUITES = (
                     "full": ("small", "medium", "large", "xl", "2.7b"),
                 },
                 default=("small", "large", "2.7b"),
-                option="presets",
                 help="comma-separated model presets, replacing the tier's",
                 choices=tuple(PRESETS),
             ),
             Axis(
                 "precisions",
-                param="precision",
+                left_out_note="model steps and attention not in {values} (--precisions adds it)",
                 # bf16 matmuls are emulated on most CPUs: selectable there, not run by default.
                 values={"cpu": ("fp32",)},
                 default=("fp32", "bf16"),
-                option="precisions",
                 help="comma-separated precisions: fp32, bf16, fp16",
                 choices=PRECISIONS,
             ),
             Axis(
                 "contexts",
-                param="context",
                 id_prefix="ctx",
                 values={"cpu": (64,), "full": CONTEXTS},
                 default=(512,),
-                option="contexts",
                 help="comma-separated context lengths, e.g. 128,256,512,1024",
                 read="ints",
             ),
             Axis(
                 "warmups",
-                param="warmup",
                 id_prefix="warm",
                 values={"cpu": (1,), "full": WARMUPS},
                 default=(2,),
-                option="warmups",
                 help="comma-separated warm-up step counts, e.g. 0,1,2,5",
                 read="ints",
                 minimum=0,
@@ -98,11 +99,9 @@ SUITES = (
             # Steps launched op by op (eager) and/or replayed from a captured CUDA graph.
             Axis(
                 "launches",
-                param="launch",
                 unnamed="eager",
                 values={"full": LAUNCHES},
                 default=("eager",),
-                option="launches",
                 help="comma-separated end-to-end step launches: eager (op by op), cuda_graph (the whole step "
                 "captured once and replayed)",
                 choices=LAUNCHES,
@@ -111,9 +110,8 @@ SUITES = (
             # took almost half of a 2.7b bf16 step: NOTES.md, Measurements behind comments in the code).
             Axis(
                 "optimizer",
-                values={},
+                argument=False,
                 default="torch_fused",
-                option="optimizer",
                 help="train_step AdamW: own, torch (foreach), torch_fused (default)",
                 read="name",
                 choices=OPTIMIZER_IMPLS,
@@ -121,7 +119,7 @@ SUITES = (
         ),
         cells={
             # The training step of a small and a large preset, fp32 and bf16, SDPA and the Triton kernel.
-            "pr": ("test_end_to_end.py::test_train_step[*]",),
+            "pr": (cell("test_end_to_end.py::test_train_step"),),
         },
     ),
     # torch.compile's gain (perf/test_compile.py): eager against compiled, whole model. Compiling a 2.7b step
@@ -132,7 +130,6 @@ SUITES = (
         axes=(
             Axis(
                 "compile_contexts",
-                param="compile_context",
                 id_prefix="ctx",
                 # 2048 adds a context where attention takes a larger share of the step (NOTES.md: comments).
                 values={"cpu": (64,), "full": (512, 2048)},
@@ -141,7 +138,6 @@ SUITES = (
             ),
             Axis(
                 "compile_presets",
-                param="compile_preset",
                 values={
                     "cpu": ("tiny",),
                     "pr": ("2.7b",),
@@ -152,35 +148,35 @@ SUITES = (
             ),
             Axis(
                 "compile_precisions",
-                param="compile_precision",
                 values={"cpu": ("fp32",), "pr": ("bf16",), "default": ("bf16",), "full": ("fp32", "bf16")},
                 set_by="precisions",
             ),
             Axis(
                 "compile_attentions",
-                param="compile_attention",
+                has_option=False,
                 unnamed="sdpa",
                 values={"default": COMPILE_ATTENTIONS, "full": COMPILE_ATTENTIONS},
                 default=("sdpa",),
             ),
         ),
         cells={
-            "pr": ("test_compile.py::test_compile_gain[*-train_step-*]",)
+            "pr": (cell("test_compile.py::test_compile_gain", compile_mode="train_step"),)
         },  # 2.7b bf16, eager and compiled
     ),
     # The training step in each precision (perf/test_mixed_precision.py), per preset.
     Suite(
         "mixed_precision",
-        axes=(
-            Axis(
-                "step_precisions", param="step_precision", values={}, default=PRECISIONS, set_by="precisions"
-            ),
-        ),
+        axes=(Axis("step_precisions", default=PRECISIONS, set_by="precisions"),),
         # fp16 with its gradient scaler (fp32 and bf16 steps are the end-to-end cells), and autocast alone.
         cells={
             "pr": (
-                "test_mixed_precision.py::test_train_step_precision[small-ctx512-fp16]",
-                "test_mixed_precision.py::test_toy_autocast[bf16]",
+                cell(
+                    "test_mixed_precision.py::test_train_step_precision",
+                    preset="small",
+                    context=512,
+                    step_precision="fp16",
+                ),
+                cell("test_mixed_precision.py::test_toy_autocast", step_precision="bf16"),
             )
         },
     ),
@@ -190,12 +186,11 @@ SUITES = (
         axes=(
             Axis(
                 "graph_presets",
-                param="graph_preset",
                 values={"cpu": ("tiny",), "full": ("small", "medium")},
                 default=("small",),
                 set_by="presets",
             ),
         ),
-        cells={"pr": ("test_cuda_graphs.py::test_train_step_cuda_graph[bf16-*]",)},
+        cells={"pr": (cell("test_cuda_graphs.py::test_train_step_cuda_graph", precision="bf16"),)},
     ),
 )

@@ -6,13 +6,11 @@ It is the example of docs/adding-a-suite.md: a suite declares its axes here, onc
 
 from __future__ import annotations
 
-from perf.cases.declare import Axis, Suite
+from perf.cases.declare import Axis, Figure, Key, Suite, Table, cell
 
 # The kernel and the reference it is held against (a matmul of x with w through cuBLAS).
 PROVIDERS = ("triton", "torch")
 MODES = ("forward", "forward_backward")
-# What the benchmarks pass to the harness as `suite`: the table finds its results by it.
-SUITE = "weighted_sum"
 # Every row has this many columns; the rows axis sets the size.
 COLUMNS = 1024
 
@@ -21,28 +19,37 @@ SUITES = (
         "weighted_sum",
         axes=(
             Axis(
-                "weighted_sum_rows",
-                param="weighted_sum_rows",
+                "weighted_sum_sizes",
+                aliases=("weighted-sum-rows",),
                 id_prefix="rows",
                 # Bytes read once: x is rows x 1024 values, 4 MiB (fp32) per 1024 rows at the smallest.
                 values={"cpu": (4096,), "pr": (2**18,), "full": (2**12, 2**14, 2**16, 2**18, 2**20)},
                 default=(2**16, 2**18),
-                option="weighted-sum-rows",
                 help="comma-separated row counts of the weighted-sum inputs (1024 columns each), e.g. 65536",
                 read="ints",
             ),
             Axis(
                 "weighted_sum_providers",
-                param="weighted_sum_provider",
                 # Triton's interpreter is for correctness (tests/), not timing: the CPU tier runs the
                 # reference.
                 values={"cpu": ("torch",)},
                 default=PROVIDERS,
-                option="weighted-sum-providers",
                 help=f"comma-separated: {', '.join(PROVIDERS)}",
                 choices=PROVIDERS,
             ),
         ),
-        cells={"pr": ("test_weighted_sum.py::test_weighted_sum[*]",)},
+        cells={"pr": (cell("test_weighted_sum.py::test_weighted_sum"),)},
+        records=("provider", "mode", "rows"),
+        tables=(
+            Table(
+                "weighted sum: GB/s of the Triton kernel and of the PyTorch reference (ratio above 1: Triton "
+                "faster)",
+                keys=(Key("mode", width=17), Key("rows", width=8), Key("precision", "prec")),
+                figures=(Figure("gb_per_s", "GB/s", ".1f", width=12),),
+                across=("provider", PROVIDERS),
+                ratios=(("triton", "torch"),),
+                order=70,
+            ),
+        ),
     ),
 )

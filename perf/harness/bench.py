@@ -132,12 +132,31 @@ class Bench:
     """The `bench` fixture: warm-up, round planning, the timed region and the figures it reports."""
 
     def __init__(
-        self, benchmark: Any, device: torch.device, policy: TimingPolicy, snapshot_dir: Path | None = None
+        self,
+        benchmark: Any,
+        device: torch.device,
+        policy: TimingPolicy,
+        snapshot_dir: Path | None = None,
+        suite: str | None = None,
+        records: tuple[str, ...] = (),
     ):
         self.benchmark = benchmark
         self.device = device
         self.policy = policy
         self.snapshot_dir = snapshot_dir  # where memory snapshots go; None: none are taken
+        self.suite = suite  # what results record as `suite` where a run names none
+        self.records = records  # the fields the suite declares; empty: any
+
+    def _fields(self, extra: dict[str, Any]) -> dict[str, Any]:
+        """A run's own fields, with the suite's name where it gives none; a field the suite does not
+        declare (perf/cases/declare.py `Suite.records`) is an error naming both."""
+        unknown = sorted(set(extra) - set(self.records) - {"suite"}) if self.records else []
+        if unknown:
+            raise TypeError(
+                f"suite {self.suite!r}: bench.run records {', '.join(unknown)}, which the suite does not "
+                f"declare; its records: {', '.join(self.records)}"
+            )
+        return {"suite": self.suite, **extra} if self.suite else dict(extra)
 
     def warm_up(self, fn: Callable[[], Any], steps: int) -> float | None:
         """Run `steps` untimed calls; return the duration of the last one (None if steps == 0)."""
@@ -294,7 +313,7 @@ class Bench:
         finally:
             self.benchmark._timer = timer
         info = self.benchmark.extra_info
-        info.update(extra)
+        info.update(self._fields(extra))
         info.update(rounds=len(durations_s), iterations=iterations, device=str(self.device))
         info["clocks_absent"] = "its rounds ran in other processes; their GPU clocks were not sampled"
         stats = getattr(self.benchmark, "stats", None)
@@ -335,7 +354,7 @@ class Bench:
                 rounds_ms = timed.per_call_ms() if isinstance(timed, RoundEvents) else ()
                 clocks.mark()
                 gpu = self.gpu_time(fn, stats.stats.median, isolated, rounds_ms)
-            info.update(extra)
+            info.update(self._fields(extra))
             info.update(
                 warmup_steps=warmup_steps, rounds=rounds, iterations=iterations, device=str(self.device)
             )

@@ -8,7 +8,8 @@ the intervals in which the device ran something for the call, so that two stream
 once and idle gaps not at all.
 
 Three methods, recorded with each result as extra_info `gpu_method`; figures of different methods are
-never compared as one (perf/tools/results.py aligns runs on a method they share, else the gate falls back):
+never compared as one (perf/tools/reading/results.py aligns runs on a method they share, else the gate
+falls back):
 
 - `rounds` (where the device was busy through the timed rounds): CUDA events around each timed
   round (perf/harness/timing.py), per call; chosen once the burst shows the rounds were GPU-bound

@@ -3,8 +3,8 @@
 GPU busy time (perf/harness/gpu_time.py) says that a benchmark got slower on the device, not where. The
 activities of its profiled calls name every kernel, copy and memset; summed by name and divided by the
 number of calls they make a small table, stored in the benchmark's extra_info under EXTRA_INFO_KEY, so that
-a baseline carries it and the gate and the report can say which kernels changed (perf/tools/kernel_changes.py
-reads it; the tools never import this module).
+a baseline carries it and the gate and the report can say which kernels changed
+(perf/tools/reading/kernel_changes.py reads it; the tools never import this module).
 
 CUPTI's kernel names are C++ signatures of up to a few hundred characters; `short_name` keeps the kernel's
 name and template arguments without namespaces or parameter list, the same in every process.

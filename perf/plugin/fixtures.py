@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from perf import harness
-from perf.tiers import Tier
+from perf.tiers import SUITES, Tier
+
+SUITES_BY_NAME = {suite.name: suite for suite in SUITES}
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +59,19 @@ def timing_policy(pytestconfig: pytest.Config, device: torch.device, tier: Tier)
 
 
 @pytest.fixture
-def bench(benchmark, pytestconfig: pytest.Config, device: torch.device, timing_policy: harness.TimingPolicy):
-    yield harness.Bench(benchmark, device, timing_policy, snapshot_dir=pytestconfig.perf_snapshot_dir)
+def bench(
+    request, benchmark, pytestconfig: pytest.Config, device: torch.device, timing_policy: harness.TimingPolicy
+):
+    # The suite of perf/test_<name>.py is the one declared as <name>: its results record it as `suite`.
+    suite = SUITES_BY_NAME.get(request.path.stem.removeprefix("test_"))
+    yield harness.Bench(
+        benchmark,
+        device,
+        timing_policy,
+        snapshot_dir=pytestconfig.perf_snapshot_dir,
+        suite=suite.name if suite else None,
+        records=suite.records if suite else (),
+    )
     # The next benchmark starts with the memory this one used given back.
     harness.release_cached_memory()
 

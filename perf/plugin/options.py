@@ -1,7 +1,7 @@
 """The suite's command-line options, and the tier they choose: `--tier` picks one of perf/tiers.py, and
 every axis a suite declares with an option (perf/cases/declare.py) replaces the tier's values of that
-axis and of the axes it sets. `--allocators` selects among the memory suite's own allocator cases
-(perf/test_memory.py) instead.
+axis and of the axes it sets; an axis that `filters` a benchmark's own parametrization keeps its cases
+to its values instead.
 
 Every value is checked before anything is measured: a bad or empty one stops the run with a UsageError
 that names the option and the accepted values, so that a typo never runs (or stores) a different suite.
@@ -15,12 +15,10 @@ from typing import Any
 import pytest
 import torch
 
-from perf.cases.declare import Axis
-from perf.cases.memory import ALLOCATORS
-from perf.cases.transfer import parse_byte_size
+from perf.cases.declare import Axis, parse_byte_size
 from perf.harness import gpu_time
 from perf.storage import PERF
-from perf.tiers import AXES, FLAGS, TIERS, Tier, largest_fitting_preset, shape_filter_problem
+from perf.tiers import AXES, FLAGS, SUITES, TIERS, Tier
 
 # The axes with an option of their own, in the order --help lists them.
 OPTION_AXES = tuple(axis for axis in AXES if axis.option)
@@ -38,10 +36,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(*names, dest=axis.name, help=help)
     for flag in FLAGS:
         group.addoption(f"--{flag.option}", action="store_true", help=flag.help)
-    group.addoption(
-        "--allocators",
-        help=f"comma-separated CUDA caching allocator settings of the memory suite: {', '.join(ALLOCATORS)}",
-    )
     group.addoption(
         "--benchmark-tables",
         action="store_true",
@@ -133,12 +127,6 @@ def read(axis: Axis, raw: str) -> Any:
     return _positive_floats(option, raw)
 
 
-def select_allocators(config: pytest.Config) -> tuple[str, ...]:
-    """--allocators: the memory suite's allocator settings (perf/workloads/memory.py), all by default."""
-    raw = config.getoption("allocators")
-    return ALLOCATORS if raw is None else _names("allocators", raw, ALLOCATORS)
-
-
 def select_gpu_time(config: pytest.Config) -> str:
     """--gpu-time (or PERF_GPU_TIME): the GPU-time method, exported for the processes the run starts."""
     raw = config.getoption("gpu_time")
@@ -154,26 +142,63 @@ def select_gpu_time(config: pytest.Config) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.perf_allocators = select_allocators(config)
     config.perf_gpu_time = select_gpu_time(config)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: the cells are checked against all collected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Benchmarks deselected: cells the tier does not keep (Tier.cells), and the memory suite's cases of
-    allocators that --allocators leaves out (the benchmark's own parametrization, not the tier's)."""
+    """Benchmarks deselected: cells the tier does not keep (Tier.cells), and cases of a benchmark's own
+    parametrization that an axis filtering it leaves out (`Axis.filters`: --allocators)."""
     kept, left_out = [], []
     tier: Tier = config.perf_tier
+    benchmarks = [item for item in items if PERF in item.path.parents]  # tests/ parametrize themselves
+    filters = {axis.filters: getattr(tier, axis.name) for axis in AXES if axis.filters}
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        allocator = callspec.params.get("allocator") if callspec is not None else None
-        benchmark = PERF in item.path.parents  # tests/ parametrize themselves
-        dropped = benchmark and (
-            (allocator is not None and allocator not in config.perf_allocators) or not tier.keeps(item.nodeid)
+        params = _params(item)
+        dropped = item in benchmarks and (
+            any(name in params and params[name] not in values for name, values in filters.items())
+            or not tier.keeps(item.nodeid, params)
         )
         (left_out if dropped else kept).append(item)
+    if not any("[" in str(arg) for arg in config.args):  # cells named one by one: a cell may be left out
+        _check_cells(tier, benchmarks)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
+
+
+def _params(item: pytest.Item) -> dict:
+    return getattr(getattr(item, "callspec", None), "params", {})
+
+
+def _function(item: pytest.Item) -> str:
+    """'test_x.py::test_y' of 'perf/test_x.py::test_y[ids]'."""
+    return item.nodeid.removeprefix("perf/").split("[")[0]
+
+
+def _check_cells(tier: Tier, benchmarks: list[pytest.Item]) -> None:
+    """A declared cell of a collected benchmark that keeps none of its cells, or names an argument the
+    benchmark does not take, stops the run naming the suite and the cell."""
+    for suite, cell in tier.cells or ():
+        of_benchmark = [
+            i for i in benchmarks if i.nodeid.removeprefix("perf/").split("[")[0] == cell.benchmark
+        ]
+        if not of_benchmark:
+            continue
+        params = getattr(getattr(of_benchmark[0], "callspec", None), "params", {})
+        unknown = sorted(set(cell.where) - set(params))
+        if unknown:
+            raise pytest.UsageError(
+                f"suite {suite!r}: tier {tier.name!r} cell {cell} names {', '.join(unknown)}, which "
+                f"{cell.benchmark} does not take; it takes {', '.join(params) or 'no arguments'}"
+            )
+        if not any(
+            cell.keeps(i.nodeid, getattr(getattr(i, "callspec", None), "params", {})) for i in of_benchmark
+        ):
+            raise pytest.UsageError(
+                f"suite {suite!r}: tier {tier.name!r} cell {cell} keeps none of the {len(of_benchmark)} "
+                f"collected cells of {cell.benchmark}"
+            )
 
 
 # --------------------------------------------------------------------------- the tier
@@ -213,10 +238,12 @@ def select_tier(config: pytest.Config, device: torch.device) -> Tier:
         raise pytest.UsageError(f"--tier: unknown tier {name!r}; accepted: auto, {', '.join(TIERS)}")
     given = given_values(config)
     tier = TIERS[name].with_overrides(**given)
-    if tier.memory_presets is None:  # the largest preset whose training state fits the device
-        total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0
-        tier = tier.with_overrides(memory_presets=(largest_fitting_preset(total),))
-    problem = shape_filter_problem(tier, given={"seqs": "seqs" in given, "head-dims": "head_dims" in given})
-    if problem:
-        raise pytest.UsageError(problem)
+    total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 0
+    for suite in SUITES:  # what the suites leave to the device, then their checks of the options
+        if suite.fit is not None:
+            tier = tier.with_overrides(**suite.fit(tier, total))
+    for suite in SUITES:
+        problem = suite.check(tier, set(given)) if suite.check is not None else None
+        if problem:
+            raise pytest.UsageError(problem)
     return tier

@@ -15,13 +15,15 @@ import torch
 
 from perf import harness
 from perf.plugin.baselines import route_results_to_baselines
-from perf.plugin.options import former_names_used, select_tier
+from perf.plugin.options import former_names_used, given_values, select_tier
 from perf.workloads import launched_session
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Under torchrun or srun this process is one rank of the job: it joins the launcher's group first.
-    launched_session.join(config)
+    rank = launched_session.join()
+    if rank:
+        _quiet(config)
     try:
         device = launched_session.device(config.getoption("device")) or harness.resolve_device(
             config.getoption("device")
@@ -29,9 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as err:
         raise pytest.UsageError(str(err)) from None
     config.perf_device = device
-    config.perf_tier = launched_session.world_sizes(
-        select_tier(config, device), given=config.getoption("world_sizes") is not None
-    )
+    config.perf_tier = launched_session.world_sizes(select_tier(config, device), set(given_values(config)))
     config.perf_notes = former_names_used(config)
     config.perf_out_of_memory = []
     config.perf_snapshot_dir = _snapshot_dir(config, device)
@@ -67,3 +67,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     launched_session.finish()
+
+
+def _quiet(config: pytest.Config) -> None:
+    """A rank other than 0 stores, compares and prints nothing: one file per run, from rank 0, whose
+    figures the others' results are; rank 0 prints a failure, naming the rank it came from."""
+    option = config.option
+    for name, off in (("benchmark_save", None), ("benchmark_autosave", False), ("benchmark_json", None)):
+        if hasattr(option, name):
+            setattr(option, name, off)
+    if hasattr(option, "benchmark_compare"):
+        option.benchmark_compare = False
+    option.verbose = min(option.verbose, -1)
+    option.reportchars = ""
+    option.tbstyle = "no"

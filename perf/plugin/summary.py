@@ -17,10 +17,11 @@ import torch
 from perf import harness
 from perf.harness import clocks, gpu_time
 from perf.plugin import result_files
+from perf.storage import PERF
 from perf.tables.derived import DERIVED_TITLE, INTERLEAVED_TITLE, derived_table, interleaved_table
 from perf.tables.format import WIDTH
 from perf.tables.summary import SUMMARY_TABLES
-from perf.tiers import TIERS
+from perf.tiers import SUITES, TIERS
 from perf.workloads import launched_session
 
 
@@ -66,27 +67,19 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     config.perf_collected = (
         _collected_benchmarks(items) and launched_session.records_here() and not quiet_list
     )
-    config.perf_attention_collected = any(
-        "attention_provider" in getattr(i, "fixturenames", ()) for i in items
-    )
     if not config.perf_collected:
         return []
+    # The suites whose benchmarks run (perf/test_<suite>.py), and those whose axes every benchmark shares.
+    names = {item.path.stem.removeprefix("test_") for item in items if PERF in item.path.parents}
+    config.perf_suites = [suite for suite in SUITES if suite.shared or suite.name in names]
     device, tier = config.perf_device, config.perf_tier
     where = harness.gpu_name(device) or f"CPU ({harness.machine_info(device)['cpu_model']})"
+    shared = "; ".join(s.header(tier) for s in config.perf_suites if s.shared and s.header)
     said = [
-        f"device {device} [{where}], torch {torch.__version__}, tier '{tier.name}' "
-        f"(presets {','.join(tier.presets)}; precisions {','.join(tier.precisions)}; "
-        f"contexts {','.join(map(str, tier.contexts))}; warm-ups {','.join(map(str, tier.warmups))})"
+        f"device {device} [{where}], torch {torch.__version__}, tier '{tier.name}'"
+        + (f" ({shared})" if shared else "")
     ]
-    if config.perf_attention_collected:
-        shapes = tier.attention_shapes
-        said.append(
-            f"attention: sweeps {','.join(tier.attention_sweeps)} ({len(shapes)} shape"
-            f"{'' if len(shapes) == 1 else 's'}; seqs "
-            f"{','.join(map(str, sorted({s.seq for s in shapes})))}; head dims "
-            f"{','.join(map(str, sorted({s.head_dim for s in shapes})))}); providers "
-            f"{','.join(tier.attention_providers)}; modes {','.join(tier.attention_modes)}"
-        )
+    said += [s.header(tier) for s in config.perf_suites if not s.shared and s.header]
     if not harness.NVTX_AVAILABLE:
         config.perf_notes.append("nvtx is not importable: no NVTX ranges for nsys (pip install nvtx)")
     launch = launched_session.header()
@@ -102,16 +95,11 @@ def _cpu_note(config: pytest.Config) -> list[str]:
     if config.perf_device.type == "cuda":
         return []
     default, tier = TIERS["default"], config.perf_tier
-    presets = [p for p in default.presets if p not in tier.presets]
-    precisions = [p for p in default.precisions if p not in tier.precisions]
-    providers = [p for p in default.attention_providers if p not in tier.attention_providers]
     left_out = []
-    if precisions:
-        left_out.append(f"model steps and attention not in {', '.join(precisions)} (--precisions adds it)")
-    if presets:
-        left_out.append(f"presets {', '.join(presets)}")
-    if providers and getattr(config, "perf_attention_collected", False):
-        left_out.append(f"attention providers {', '.join(providers)}")
+    for axis in (a for suite in config.perf_suites for a in suite.axes if getattr(a, "left_out_note", "")):
+        values = [v for v in getattr(default, axis.name) if v not in getattr(tier, axis.name)]
+        if values:
+            left_out.append(axis.left_out_note.format(values=", ".join(map(str, values))))
     purpose = "the cpu tier checks that every suite runs, at small sizes and few rounds: not a measurement. "
     return [
         f"no CUDA GPU in use: {purpose if tier.name == 'cpu' else ''}GPU-only figures read '-', GPU-only "

@@ -1,5 +1,6 @@
-"""The end-of-run tables of every benchmark by name: its derived figures (median, GPU busy time, tokens/s,
-TFLOP/s, MFU, peak memory, host time), and the project model against the reference in interleaved rounds.
+"""The end-of-run tables of every benchmark by name: its derived figures (median, GPU busy time,
+tokens/s, TFLOP/s, GB/s, MFU, peak memory, host time), and the project model against the reference in
+interleaved rounds.
 
 Names are whole (perf/tables/format.py: named_table); a column with no figure in any row is left out.
 """
@@ -19,6 +20,7 @@ COLUMNS = (
     Column("busy", 5),
     Column("tokens/s", 11),
     Column("TFLOP/s", 8),
+    Column("GB/s", 8),
     Column("MFU", 6),
     Column("peak GiB", 9),
     Column("host ms", 8),
@@ -40,6 +42,7 @@ def derived_cells(x: Info) -> list[str]:
         fmt(x.get("tokens_per_s"), ".0f"),
         # A GPU's only: a CPU's throughput has no peak to be read against (MFU is None there too).
         fmt(x.get("tflops") if on_gpu(x) else None, ".3g"),
+        fmt(x.get("gb_per_s"), ".4g"),  # bytes a call moves (Work.bytes_moved) per second
         fmt(x.get("mfu"), ".1%"),
         fmt(peak / 2**30 if peak else None, ".2f"),
         fmt(x.get("host_ms"), ".1f"),

@@ -1,22 +1,16 @@
-"""End-of-run tables of the transfer suite: host-to-device copies from pinned and pageable memory, and a
-copy overlapped with matmuls on two streams (results recognized by their `suite` key)."""
+"""End-of-run table of the transfer suite's copy overlapped with matmuls on two streams (results
+recognized by their `suite` key); its copies' table is declared with the suite (perf/cases/transfer.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from perf.cases.transfer import HOST_MEMORY, byte_size_label
-from perf.tables.format import Column, Info, fmt, header, line, of_suite, ratio
+from perf.cases.transfer import byte_size_label
+from perf.tables.format import Column, Info, fmt, header, line, of_suite
 
-TRANSFER_TITLE = "host-to-device copies: GB/s from pinned and pageable memory"
 OVERLAP_TITLE = "host-to-device copy and matmuls: serial against overlapped on two streams"
 
 
-TRANSFER_COLUMNS = (
-    Column("size", 9, "<"),
-    *(Column(f"{memory} GB/s", 14) for memory in HOST_MEMORY),
-    Column("pinned/pageable", 16),
-)
 OVERLAP_COLUMNS = (
     Column("copy", 8, "<"),
     Column("matmuls", 12),
@@ -27,22 +21,6 @@ OVERLAP_COLUMNS = (
     Column("saved", 6),
     Column("at best", 7),
 )
-
-
-def transfer_table(infos: Iterable[Info]) -> list[str]:
-    sizes: dict[int, dict[str, Info]] = {}
-    for x in of_suite(infos, "transfer"):
-        sizes.setdefault(x["transfer_bytes"], {})[x["host_memory"]] = x
-    if not sizes:
-        return []
-    lines = [header(TRANSFER_COLUMNS)]
-    for size in sorted(sizes):
-        rates = {memory: sizes[size].get(memory, {}).get("gb_per_s") for memory in HOST_MEMORY}
-        cells = [byte_size_label(size), *(fmt(rates[memory], ".2f") for memory in HOST_MEMORY)]
-        lines.append(
-            line(TRANSFER_COLUMNS, [*cells, fmt(ratio(rates["pinned"], rates["pageable"]), ".2f", "x")])
-        )
-    return lines
 
 
 def overlap_table(infos: Iterable[Info]) -> list[str]:
@@ -72,5 +50,5 @@ def overlap_table(infos: Iterable[Info]) -> list[str]:
     return lines
 
 
-ORDER = 42  # perf/tables/summary.py: after the CUDA graph table
-TABLES = [(TRANSFER_TITLE, transfer_table), (OVERLAP_TITLE, overlap_table)]
+ORDER = 42  # perf/tables/summary.py: after the CUDA graph table, beside the copies' table
+TABLES = [(OVERLAP_TITLE, overlap_table)]

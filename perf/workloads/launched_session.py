@@ -25,30 +25,21 @@ def group() -> LaunchedGroup | None:
     return _GROUP
 
 
-def join(config: pytest.Config) -> None:
-    """Join the launcher's process group when this process is one of its ranks; UsageError when the
-    launcher's variables are wrong or a node has fewer GPUs than ranks for NCCL."""
+def join() -> int | None:
+    """Join the launcher's process group when this process is one of its ranks: its rank, or None
+    without a launcher. UsageError when the launcher's variables are wrong or a node has fewer GPUs than
+    ranks for NCCL."""
     global _GROUP
     try:
         launch = launch_from_environment()
         if launch is None:
-            return
+            return None
         _GROUP = LaunchedGroup.join(launch)
     except LaunchError as err:
         raise pytest.UsageError(f"launcher: {err}") from None
     except RuntimeError as err:  # torch's DistError: the store unreachable, a peer that never came
         raise pytest.UsageError(f"launcher: could not join the process group: {err}") from None
-    if launch.rank != 0:
-        # One file per run, from rank 0: the others' results are rank 0's figures.
-        option = config.option
-        for name, off in (("benchmark_save", None), ("benchmark_autosave", False), ("benchmark_json", None)):
-            if hasattr(option, name):
-                setattr(option, name, off)
-        if hasattr(option, "benchmark_compare"):
-            option.benchmark_compare = False
-        option.verbose = min(option.verbose, -1)
-        option.reportchars = ""
-        option.tbstyle = "no"  # rank 0 prints the failure, naming the rank it came from
+    return launch.rank
 
 
 def device(requested: str) -> torch.device | None:
@@ -66,12 +57,13 @@ def device(requested: str) -> torch.device | None:
     return torch.device("cuda", _GROUP.launch.local_rank)
 
 
-def world_sizes(tier: Tier, given: bool) -> Tier:
-    """Under a launcher the world size is the launcher's: the distributed benchmarks run at it alone."""
+def world_sizes(tier: Tier, given: set[str]) -> Tier:
+    """Under a launcher the world size is the launcher's: the distributed benchmarks run at it alone
+    (`given`: the axes the options set)."""
     if _GROUP is None:
         return tier
     world = _GROUP.launch.world_size
-    if given and world not in tier.world_sizes:
+    if "world_sizes" in given and world not in tier.world_sizes:
         raise pytest.UsageError(
             f"--world-sizes {','.join(map(str, tier.world_sizes))}: the launcher started {world} ranks, the "
             "only world size a launched run measures; leave --world-sizes out or include it"

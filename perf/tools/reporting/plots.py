@@ -208,10 +208,11 @@ def attention_plots(infos: Iterable[Info], out: Path) -> list[Plot]:
 
 # --------------------------------------------------------------------------- end to end
 def _is_end_to_end(info: Info) -> bool:
-    # perf/test_end_to_end.py records no `suite`. Its interleaved comparison with the reference model
-    # (baseline_median_ms) times a different thing: rounds alternating with the reference's.
+    # perf/test_end_to_end.py's results record suite "end_to_end" (older ones none). Its interleaved
+    # comparison with the reference model (baseline_median_ms) times a different thing: rounds alternating
+    # with the reference's.
     return (
-        info.get("suite") is None
+        info.get("suite") in (None, "end_to_end")
         and info.get("mode") in FLOP_MODES
         and all(key in info for key in ("preset", "impl", "context", "precision"))
         and "baseline_median_ms" not in info
