@@ -8,7 +8,7 @@ ARGS ?=
 RESOLVE ?= newest
 STAMP := $(VENV)/.suite-ready$(if $(filter-out newest,$(RESOLVE)),-$(RESOLVE))
 
-.PHONY: env test bench baseline gate noise report bisect clean-env
+.PHONY: env test lint bench baseline gate noise report bisect clean-env
 
 env: $(STAMP)
 
@@ -28,6 +28,13 @@ TEST_WORKERS ?= auto
 
 test: env
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --benchmark-disable $(ARGS)
+
+# Lint and format check with pyproject.toml's [tool.ruff], at one ruff release: another formats differently.
+RUFF_SPEC ?= ruff==0.17.6
+lint: env
+	$(PY) -m pip install -q "$(RUFF_SPEC)"
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # ARGS go to pytest as they are, and pytest's own parser tells their paths from option values:
 # perf/ is not given as a path but as pytest's testpaths (PERF_TESTPATHS), which pytest runs only when ARGS

@@ -1,19 +1,10 @@
 """Run a function on several ranks, one process each, in one process group, and never hang.
 
-`run_ranks(fn, world_size, backend=...)` spawns `world_size` processes, joins them into a
-torch.distributed process group on a free local port, calls `fn(rank, world_size, *args)` in each
-and returns the ranks' return values in rank order. A rank that raises ends the whole run at once:
-the other ranks are terminated (they would wait in their next collective for the one that is gone)
-and `RankFailed` carries that rank's traceback. A run that outlives `timeout_s` is terminated the
-same way, and `RanksTimedOut` names the ranks that had not finished. No process outlives the call.
-
-`fn`, `args` and the return values cross process boundaries by pickling: `fn` must be a module-level
-function, and results should be plain data or CPU tensors.
-
-`env` sets (or, with None, removes) environment variables in every rank before its process group and
-`fn` start: for settings read once per process at first use, such as the CUDA allocator's
-PYTORCH_CUDA_ALLOC_CONF. By then the rank has imported torch and `fn`'s module (unpickling `fn` does),
-so a variable read at import comes too late. This process's environment is left as it is.
+`run_ranks(fn, world_size, backend=...)` returns the ranks' return values in rank order. A rank that
+raises ends the run at once (`RankFailed`, with its traceback; the others are terminated), and so does
+`timeout_s` (`RanksTimedOut` names the ranks that had not finished): no process outlives the call. `fn`
+must be a module-level function (it is pickled); `env` sets variables in every rank before torch reads
+them (PYTORCH_CUDA_ALLOC_CONF), leaving this process's environment alone.
 """
 
 from __future__ import annotations
