@@ -3,37 +3,19 @@ in a child pytest on the CPU, and its workloads' results against fp32 arithmetic
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from perf.cases.norm import PROVIDERS
 from perf.workloads.norm import norm_workload
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.suite_runs import run_suite
 
 
 def test_the_suite_runs_with_its_declared_options_and_shows_its_table(tmp_path):
-    out = tmp_path / "results.json"
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "pytest", "perf/test_norm.py", "-q", "-p", "no:cacheprovider",
-            "--norm-widths=128", "--norm-providers=model_rms,torch_rms", "--benchmark-max-time=0.02",
-            f"--benchmark-json={out}",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    proc, results = run_suite(
+        tmp_path, "perf/test_norm.py", "--norm-widths=128", "--norm-providers=model_rms,torch_rms"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = {b["name"]: b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]}
     assert sorted(results) == [
         f"test_norm[fp32-d128-{provider}-{mode}]"
         for provider in ("model_rms", "torch_rms")
@@ -43,10 +25,7 @@ def test_the_suite_runs_with_its_declared_options_and_shows_its_table(tmp_path):
     assert all(x["gb_per_s"] > 0 and x["rows"] == 256 for x in results.values())
     assert "norms: GB/s of the model's RMSNorm" in proc.stdout and "model_rms/torch_rms" in proc.stdout
 
-    bad = subprocess.run(
-        [sys.executable, "-m", "pytest", "perf/test_norm.py", "--norm-providers=apex", "--collect-only"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    bad, _ = run_suite(tmp_path, "perf/test_norm.py", "--norm-providers=apex", "--collect-only")
     assert bad.returncode != 0
     assert "--norm-providers: unknown value 'apex'; accepted: model_rms, torch_rms, layer_norm" in bad.stderr
 

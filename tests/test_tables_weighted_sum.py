@@ -4,19 +4,13 @@ and its benchmark run on the CPU in a child pytest, where the Triton provider sk
 from __future__ import annotations
 
 import functools
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from perf.cases.weighted_sum import SUITES
 from perf.tables.declared import render
+from tests.suite_runs import run_suite
 
 (TABLE,) = SUITES[0].tables_of()
 table = functools.partial(render, TABLE)
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def result(provider: str, gb_per_s: float | None, mode: str = "forward") -> dict:
@@ -33,21 +27,10 @@ def test_table_sets_the_kernel_beside_its_reference():
 
 
 def test_the_suite_runs_on_the_cpu_with_its_declared_options(tmp_path):
-    out = tmp_path / "results.json"
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "pytest", "perf/test_weighted_sum.py", "-q", "-p", "no:cacheprovider",
-            "--weighted-sum-sizes=1024", "--weighted-sum-providers=triton,torch", "--benchmark-max-time=0.02",
-            f"--benchmark-json={out}",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
+    options = ("--weighted-sum-sizes=1024", "--weighted-sum-providers=triton,torch")
+    proc, results = run_suite(tmp_path, "perf/test_weighted_sum.py", *options)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    names = sorted(b["name"] for b in json.loads(out.read_text())["benchmarks"])
+    names = sorted(results)
     assert names == [
         "test_weighted_sum[fp32-rows1024-torch-forward]",
         "test_weighted_sum[fp32-rows1024-torch-forward_backward]",

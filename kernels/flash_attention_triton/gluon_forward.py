@@ -171,18 +171,14 @@ if HAVE_GLUON:
     @gluon.jit
     def _attention_forward_kernel(q_desc, k_desc, v_desc, o_desc, out_ptr, lse_ptr, seq, qk_scale,
                                   HEAD_DIM: gl.constexpr, IS_CAUSAL: gl.constexpr, BLOCK_Q: gl.constexpr,
-                                  BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                                  HEAD_MAJOR: gl.constexpr):  # fmt: skip
+                                  BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):  # fmt: skip
         BLOCK_M: gl.constexpr = 2 * BLOCK_Q
         dtype: gl.constexpr = q_desc.dtype
-        if HEAD_MAJOR:  # grid (batch*heads, query tiles): each head's tile m before any head's m-1
-            bh = gl.program_id(0)
-            pid_m = gl.program_id(1)
-            num_m = gl.num_programs(1)
-        else:  # grid (query tiles, batch*heads): programs running together share K and V in L2
-            pid_m = gl.program_id(0)
-            bh = gl.program_id(1)
-            num_m = gl.num_programs(0)
+        # Grid (query tiles, batch*heads): programs running together share K and V in L2 (across heads
+        # first was slower: NOTES.md, A Gluon forward).
+        pid_m = gl.program_id(0)
+        bh = gl.program_id(1)
+        num_m = gl.num_programs(0)
         if IS_CAUSAL:  # the last query tiles (most keys) first
             pid_m = num_m - 1 - pid_m
         start_m = pid_m * BLOCK_M
@@ -238,12 +234,10 @@ def gluon_attention_forward(
     is_causal: bool,
     *,
     num_stages: int | None = None,
-    head_major: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (batch, heads, seq, d) in q's dtype and L = logsumexp (batch, heads, seq) in fp32.
 
-    For experiments: num_stages, the depth of the K/V ring (default: _stages); head_major, the launch
-    order across heads first (the query tiles of one head then run apart and share less of K, V in L2)."""
+    For experiments: num_stages, the depth of the K/V ring (default: _stages)."""
     if not HAVE_GLUON:
         raise RuntimeError("triton.experimental.gluon (Hopper) is not available")
     if q.dtype not in _GL_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -271,12 +265,12 @@ def gluon_attention_forward(
     k_desc = desc(k, [BLOCK_N, head_dim], kv_layout)
     v_desc = desc(v, [BLOCK_N, head_dim], kv_layout)
     num_m = triton.cdiv(seq, BLOCK_M)
-    grid = (batch * heads, num_m) if head_major else (num_m, batch * heads)
+    grid = (num_m, batch * heads)
     qk_scale = LOG2E / math.sqrt(head_dim)
     with torch.cuda.device(q.device):
         _attention_forward_kernel[grid](
             q_desc, k_desc, v_desc, o_desc, out, lse, seq, qk_scale,
             HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), BLOCK_Q=BLOCK_Q, BLOCK_N=BLOCK_N,
-            NUM_STAGES=num_stages or _stages(head_dim), HEAD_MAJOR=head_major, num_warps=4, maxnreg=MAXNREG,
+            NUM_STAGES=num_stages or _stages(head_dim), num_warps=4, maxnreg=MAXNREG,
         )  # fmt: skip
     return out, lse

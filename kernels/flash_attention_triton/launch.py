@@ -109,6 +109,12 @@ def _has_tma(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
 
 
+@functools.cache
+def _is_hopper(device: torch.device) -> bool:
+    """Compute capability 9: the wgmma and TMA the Gluon forward is written for (Blackwell has no wgmma)."""
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
 # Descriptors cost host time at every launch. Below this much work (batch x heads x seq_q x seq_k x d)
 # the calls are bound by the host and that cost shows (bf16 (16, 32, 1024, 64) causal fwd+bwd was
 # slower with them); from it on the GPU hides it and TMA pays ((4, 32, 4096, 64) causal was faster).
@@ -185,7 +191,7 @@ def _gluon_forward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
         return False
     if batch * heads * seq * seq * head_dim < GLUON_MIN_WORK:
         return False
-    return torch.cuda.get_device_capability(q.device)[0] == 9 and gluon_forward.HAVE_GLUON
+    return _is_hopper(q.device) and gluon_forward.HAVE_GLUON
 
 
 def _settings() -> tuple:
