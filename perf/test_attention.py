@@ -48,8 +48,7 @@ def test_attention(
         # The first call compiles where a provider compiles; backward's first call includes the forward.
         first_call_s = bench.first_call(workload.step, setup=workload.setup)
         bench.run(
-            workload.step,
-            work=workload.work,
+            workload,
             warmup_steps=WARMUP_STEPS,
             provider=provider,
             mode=mode,

@@ -36,8 +36,7 @@ def test_naive_attention_scaling(
             first_call_s = bench.first_call(workload.step)  # compiles the forward and the backward
             resident, before_backward = _memory_around_forward(workload, device)
             info = bench.run(
-                workload.step,
-                work=workload.work,
+                workload,
                 warmup_steps=WARMUP_STEPS,
                 suite=SCALING_SUITE,
                 provider=provider,

@@ -72,18 +72,11 @@ def test_compile_gain(
         # A recompile from here on would be timed as a step: make it an error instead.
         with torch._dynamo.config.patch(error_on_recompile=True):
             bench.run(
-                workload.step,
-                work=workload.work,
+                workload,
                 warmup_steps=WARMUP_STEPS,
                 suite=SUITE,
                 variant=variant,
-                mode=mode,
-                preset=preset,
-                precision=precision,
-                context=context,
-                batch=workload.config.batch_size,
-                impl=attention,
-                optimizer=tier.optimizer if mode == "train_step" else None,
+                **workload.fields,
                 compile_s=compile_s,
                 graph_cache_hits=lookups["hits"],
                 graph_cache_misses=lookups["misses"],

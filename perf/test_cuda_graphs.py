@@ -30,8 +30,7 @@ def _measure(bench, workload, mode: str, variant: str, preset: str, precision: s
     """Time one variant; both variants of a case share a group, and the end-of-run table pairs them."""
     bench.benchmark.group = f"cuda graph {mode} {preset} {precision} ctx{context}"
     bench.run(
-        workload.step,
-        work=workload.work,
+        workload,
         warmup_steps=WARMUP_STEPS,
         suite="cuda_graph",
         variant=variant,

@@ -95,9 +95,18 @@ def _steps(
     )
 
 
+def _setup(preset: str, world_size: int, backend: str) -> dict:
+    """bench.record_rounds' work and the fields naming the setup: tokens/s is the global rate (every
+    rank's batch counts)."""
+    config = dp_config(preset, backend)
+    tokens = world_size * config.batch_size * config.context_length
+    fields = dict(preset=preset, world_size=world_size, backend=backend, batch_per_rank=config.batch_size)
+    return dict(work=Work(tokens=tokens), **fields, context=config.context_length)
+
+
 def _record_step(bench, tier: Tier, preset: str, world_size: int, case: DPCase) -> None:
     backend = _backend(world_size)
-    config = dp_config(preset, backend)  # an unknown preset fails here, before any rank starts
+    dp_config(preset, backend)  # an unknown preset fails here, before any rank starts
     # Every variant of a preset side by side, the bucket sizes among them, "single" the reference.
     bench.benchmark.group = f"data parallel {preset} fp32 world{world_size}"
     times = _steps(world_size, backend, preset, tier, bench.policy)
@@ -108,17 +117,11 @@ def _record_step(bench, tier: Tier, preset: str, world_size: int, case: DPCase) 
     assert len(measured.state_bytes_per_rank) == world_size and min(measured.state_bytes_per_rank) > 0
     bench.record_rounds(
         measured.step_s,
-        # tokens/s is the global rate: every rank's batch counts.
-        work=Work(tokens=world_size * config.batch_size * config.context_length),
+        **_setup(preset, world_size, backend),
         gpu=measured.gpu,
         suite=SUITE,
         variant=case.variant,
         bucket_size_mb=TORCH_DDP_BUCKET_MB if case.variant == "torch_ddp" else case.bucket_size_mb,
-        preset=preset,
-        world_size=world_size,
-        backend=backend,
-        batch_per_rank=config.batch_size,
-        context=config.context_length,
         # The harness's key for the most allocated during the timed rounds, here the largest rank's.
         peak_memory_bytes=measured.peak_bytes,
         state_bytes_per_rank=list(measured.state_bytes_per_rank),
@@ -162,7 +165,6 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, dp_world_si
     data-parallel step's results count them.
     """
     backend = _backend(dp_world_size)
-    config = dp_config(dp_preset, backend)
     bench.benchmark.group = f"sharded optimizer {dp_preset} fp32 world{dp_world_size}"
     memory = _memory(dp_world_size, backend, dp_preset)
     measured, unsharded = memory[optimizer_kind], memory["adamw"]
@@ -172,15 +174,10 @@ def test_sharded_optimizer_memory(bench, tier: Tier, dp_preset: str, dp_world_si
         assert measured.optimizer_state_bytes < unsharded.optimizer_state_bytes
     bench.record_rounds(
         measured.step_s,
-        work=Work(tokens=dp_world_size * config.batch_size * config.context_length),
+        **_setup(dp_preset, dp_world_size, backend),
         gpu=measured.gpu,
         suite=SHARDED_SUITE,
         optimizer_kind=optimizer_kind,
-        preset=dp_preset,
-        world_size=dp_world_size,
-        backend=backend,
-        batch_per_rank=config.batch_size,
-        context=config.context_length,
         after_build_bytes=measured.after_build_bytes,
         before_step_bytes=measured.before_step_bytes,
         after_step_bytes=measured.after_step_bytes,

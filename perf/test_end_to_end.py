@@ -29,15 +29,9 @@ def _run(bench, tier, device, mode, impl, preset, precision, context, warmup, la
     # One table per shape, with the implementations and launches side by side.
     bench.benchmark.group = f"{mode} {preset} {precision} ctx{context} warm{warmup}"
     bench.run(
-        workload.step,
-        work=workload.work,
+        workload,
         warmup_steps=warmup,
-        preset=preset,
-        impl=impl,
-        context=context,
-        batch=workload.config.batch_size,
-        mode=mode,
-        optimizer=tier.optimizer if mode == "train_step" else None,
+        **workload.fields,
         launch=launch,
     )
 
@@ -76,15 +70,4 @@ def test_train_step_vs_reference(bench, tier, device, compared_impl, preset, pre
         )
     reference = lm_workload("train_step", "reference", preset, precision, context, device, tier.optimizer)
     bench.benchmark.group = f"vs reference: train_step {preset} {precision} ctx{context}"
-    bench.run_interleaved(
-        workload.step,
-        reference.step,
-        work=workload.work,
-        warmup_steps=max(tier.warmups),
-        preset=preset,
-        impl=compared_impl,
-        context=context,
-        batch=workload.config.batch_size,
-        mode="train_step",
-        optimizer=tier.optimizer,
-    )
+    bench.run_interleaved(workload, reference.step, warmup_steps=max(tier.warmups), **workload.fields)

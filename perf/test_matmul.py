@@ -38,9 +38,7 @@ def test_matmul(bench, device: torch.device, matmul_size: int, matmul_mode: str)
         if reason is not None:
             pytest.skip(reason)  # math_settings puts the switches back on the way out
         rel_error = relative_error(workload.out, workload.a, workload.b)  # untimed, fp64 buffers freed
-        bench.run(
-            workload.step, work=workload.work, warmup_steps=WARMUP_STEPS, **result_info(workload, rel_error)
-        )
+        bench.run(workload, warmup_steps=WARMUP_STEPS, **result_info(workload, rel_error))
     # Rounding the output to bf16 alone costs up to 2^-8 = 0.004; an error of 0.1 is a wrong product,
     # not an imprecise one, and its time must not pass as a fast mode's. fp16 accumulation at
     # n = 8192 errs by about 0.003-0.013 (rounding the running sum per 16 products or per product).

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from perf.cases.memory import ALLOCATORS
-from perf.workloads.memory import measure_in_fresh_process, memory_figures, setting_problem
+from perf.workloads.memory import MemoryCase, measure_in_fresh_process, memory_figures, setting_problem
 
 MEMORY_MODES = ("forward", "train_step")
 # Bytes per parameter: the weights stay fp32 under autocast (it casts per op), gradients take the
@@ -55,12 +55,8 @@ def test_peak_memory(
     bench.benchmark.group = f"memory {preset} {precision} ctx{context}"
     run = measure_in_fresh_process(
         allocator,
+        MemoryCase(mode, preset, precision, context, tier.optimizer),
         device=device,
-        mode=mode,
-        preset=preset,
-        precision=precision,
-        context=context,
-        optimizer=tier.optimizer,
         policy=None if bench.benchmark.disabled else bench.policy,
         snapshot=None if bench.snapshot_dir is None else (bench.snapshot_dir, bench.benchmark.name),
     )

@@ -61,14 +61,8 @@ def test_train_step_precision(
     workload = lm_workload("train_step", "sdpa", preset, step_precision, context, device, tier.optimizer)
     bench.benchmark.group = f"train_step precision {preset} ctx{context}"
     bench.run(
-        workload.step,
-        work=workload.work,
+        workload,
         warmup_steps=max(tier.warmups),
         suite="step_precision",
-        precision=step_precision,
-        preset=preset,
-        context=context,
-        batch=workload.config.batch_size,
-        impl="sdpa",
-        optimizer=tier.optimizer,
+        **workload.fields,
     )

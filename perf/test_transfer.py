@@ -29,8 +29,7 @@ def test_host_to_device(bench, device: torch.device, transfer_size: int, host_me
     transfer = host_to_device(transfer_size, host_memory, device)
     bench.benchmark.group = f"host to device {byte_size_label(transfer_size)}"
     bench.run(
-        transfer.step,
-        work=transfer.work,
+        transfer,
         warmup_steps=WARMUP_STEPS,
         suite="transfer",
         host_memory=host_memory,

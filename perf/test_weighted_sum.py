@@ -38,8 +38,7 @@ def test_weighted_sum(
         got.float(), want, rtol=tolerance, atol=tolerance * (workload.x.shape[1] ** 0.5)
     )
     bench.run(
-        workload.step,
-        work=workload.work,
+        workload,
         warmup_steps=WARMUP_STEPS,
         provider=provider,
         mode=mode,

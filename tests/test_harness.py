@@ -426,3 +426,15 @@ def test_round_events_time_each_round_between_its_first_and_last_call(monkeypatc
     assert events.per_call_ms() == [1.0, 2.0]
     with pytest.raises(ValueError, match="iterations must be >= 1; got 0"):
         timing.RoundEvents(call, iterations=0)
+
+
+def test_run_takes_a_workload_or_a_function_with_its_work():
+    from types import SimpleNamespace
+
+    from perf.harness.bench import _step_and_work
+
+    step, work = (lambda: None), Work(tokens=8)
+    assert _step_and_work(SimpleNamespace(step=step, work=work), None) == (step, work)
+    assert _step_and_work(step, work) == (step, work)
+    with pytest.raises(TypeError, match="work: give the Work of one call beside a function"):
+        _step_and_work(step, None)

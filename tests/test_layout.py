@@ -39,6 +39,7 @@ PARTS = (
     ("perf.tables", "tables"),
     ("perf.workloads", "workloads"),
     ("perf.tiers", "tiers"),
+    ("perf.listing", "listing"),
     ("perf.harness", "harness"),
     ("perf.cases", "cases"),
     ("perf.storage", "storage"),
@@ -52,6 +53,7 @@ ALLOWED = {
     "workloads": {"workloads", "tiers", "harness", "cases"},
     "tables": {"tables", "cases"},
     "tiers": {"cases"},
+    "listing": {"tiers", "cases"},  # python -m perf.listing: the suites, from their declarations
     "harness": {"harness", "storage"},
     "cases": {"cases"},
     "storage": set(),

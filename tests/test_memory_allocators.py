@@ -21,6 +21,7 @@ from perf.workloads.memory import (
     ALLOCATORS,
     GENERIC_ALLOC_CONF,
     AllocatorFigures,
+    MemoryCase,
     MemoryRun,
     OutOfMemory,
     allocator_env,
@@ -122,7 +123,7 @@ def test_rounds_and_warm_up_are_timed_between_synchronizations():
 
 def test_the_measuring_process_needs_the_cuda_allocator():
     with pytest.raises(ValueError, match="peak memory comes from the CUDA caching allocator; got device cpu"):
-        measure_peak_memory(0, 1, "cpu", "forward", "tiny", "fp32", 32, "own", None, None)
+        measure_peak_memory(0, 1, "cpu", MemoryCase("forward", "tiny", "fp32", 32, "own"), None, None)
 
 
 def test_a_run_crosses_processes_by_pickling():
@@ -135,12 +136,8 @@ def test_the_spawned_process_gets_the_case_and_its_errors_come_back(tmp_path):
     with pytest.raises(RankFailed, match="peak memory comes from the CUDA caching allocator; got device cpu"):
         measure_in_fresh_process(
             "expandable_segments",
+            MemoryCase("forward", "tiny", "fp32", 32, "own"),
             device=torch.device("cpu"),
-            mode="forward",
-            preset="tiny",
-            precision="fp32",
-            context=32,
-            optimizer="own",
             policy=TimingPolicy(min_round_s=0.005, budget_s=0.1, min_rounds=3),
             snapshot=(tmp_path, "test_peak_memory[case]"),
         )
@@ -158,12 +155,8 @@ def test_one_fresh_process_per_case_with_its_setting_and_its_out_of_memory_raise
     with pytest.raises(torch.OutOfMemoryError, match=r"Tried to allocate 20\.00 GiB") as err:
         measure_in_fresh_process(
             "default",
+            MemoryCase("train_step", "2.7b", "bf16", 512, "torch_fused"),
             device=torch.device("cuda", 1),
-            mode="train_step",
-            preset="2.7b",
-            precision="bf16",
-            context=512,
-            optimizer="torch_fused",
             policy=policy,
         )
     # The suite's out-of-memory skip recognizes it, and says in which process it happened.
@@ -172,7 +165,8 @@ def test_one_fresh_process_per_case_with_its_setting_and_its_out_of_memory_raise
     ((fn, world_size, kwargs),) = spawned
     assert fn is measure_peak_memory and world_size == 1 and kwargs["backend"] == "gloo"
     assert kwargs["env"] == allocator_env("default")
-    assert kwargs["args"] == ("cuda:1", "train_step", "2.7b", "bf16", 512, "torch_fused", policy, None)
+    case = MemoryCase("train_step", "2.7b", "bf16", 512, "torch_fused")
+    assert kwargs["args"] == ("cuda:1", case, policy, None)
     assert kwargs["timeout_s"] == memory.MEASURE_TIMEOUT_S + 3.0
 
 

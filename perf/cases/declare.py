@@ -169,7 +169,6 @@ class Key:
 
     field: str
     title: str = ""  # the field's name where empty
-    width: int = 0  # the title's width where 0, at least 5
     label: Callable[[Any], str] = str
 
 
@@ -180,7 +179,6 @@ class Figure:
     field: str
     title: str
     spec: str = ".3f"
-    width: int = 0  # the title's width where 0, at least 8
     suffix: str = ""
 
 

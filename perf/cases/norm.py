@@ -34,7 +34,7 @@ SUITES = (
             Table(
                 "norms: GB/s of the model's RMSNorm, torch's rms_norm and layer_norm (ratio above 1: the "
                 "model's faster)",
-                keys=(Key("mode", width=17), Key("width", width=6), Key("precision", "prec")),
+                keys=(Key("mode"), Key("width"), Key("precision", "prec")),
                 figures=(Figure("gb_per_s", "GB/s", ".1f"),),
                 across=("provider", PROVIDERS),
                 ratios=(("model_rms", "torch_rms"),),

@@ -42,8 +42,8 @@ SUITES = (
         tables=(
             Table(
                 "host-to-device copies: GB/s from pinned and pageable memory",
-                keys=(Key("transfer_bytes", "size", width=9, label=byte_size_label),),
-                figures=(Figure("gb_per_s", "GB/s", ".2f", width=14),),
+                keys=(Key("transfer_bytes", "size", label=byte_size_label),),
+                figures=(Figure("gb_per_s", "GB/s", ".2f"),),
                 across=("host_memory", HOST_MEMORY),
                 ratios=(("pinned", "pageable"),),
                 order=42,

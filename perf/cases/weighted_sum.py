@@ -44,8 +44,8 @@ SUITES = (
             Table(
                 "weighted sum: GB/s of the Triton kernel and of the PyTorch reference (ratio above 1: Triton "
                 "faster)",
-                keys=(Key("mode", width=17), Key("rows", width=8), Key("precision", "prec")),
-                figures=(Figure("gb_per_s", "GB/s", ".1f", width=12),),
+                keys=(Key("mode"), Key("rows"), Key("precision", "prec")),
+                figures=(Figure("gb_per_s", "GB/s", ".1f"),),
                 across=("provider", PROVIDERS),
                 ratios=(("triton", "torch"),),
                 order=70,

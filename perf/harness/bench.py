@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -67,6 +67,22 @@ class Work:
     tokens: int | None = None  # tokens processed per call
     bytes_moved: float | None = None  # bytes read plus written per call
     precision: str = "fp32"  # 'fp32', 'bf16', 'fp16': selects the peak for MFU
+
+
+class Workload(Protocol):
+    """What a benchmark times: one call of `step`, doing `work`."""
+
+    step: Callable[[], Any]
+    work: Work
+
+
+def _step_and_work(fn: Callable[[], Any] | Workload, work: Work | None) -> tuple[Callable[[], Any], Work]:
+    """A workload's step and work, or a function with the work given beside it."""
+    if work is None:
+        if not (hasattr(fn, "step") and hasattr(fn, "work")):
+            raise TypeError("work: give the Work of one call beside a function, or pass a workload instead")
+        return fn.step, fn.work
+    return fn, work
 
 
 def derived_figures(seconds: float, work: Work, gpu: str | None, tf32: bool = False) -> dict[str, Any]:
@@ -228,19 +244,21 @@ class Bench:
 
     def run(
         self,
-        fn: Callable[[], Any],
+        fn: Callable[[], Any] | Workload,
         *,
-        work: Work,
+        work: Work | None = None,
         warmup_steps: int = 2,
         gpu_isolated: bool = False,
         **extra: Any,
     ) -> dict[str, Any]:
-        """Warm up, time `fn` with pytest-benchmark, attach derived figures to extra_info.
+        """Warm up, time `fn` (or a workload's step) with pytest-benchmark, attach derived figures to
+        extra_info.
 
         With warmup_steps == 0 the first timed round is the first call ever made, which is the point
         of that setting: it shows what allocation, autotuning and lazy initialization cost.
         `gpu_isolated`: its GPU time is measured call by call (work on several streams), not in a burst.
         """
+        fn, work = _step_and_work(fn, work)
         seconds_per_call = self.warm_up(fn, warmup_steps)
         rounds, iterations = self.policy.plan(seconds_per_call)
         return self._timed(
@@ -249,10 +267,10 @@ class Bench:
 
     def run_interleaved(
         self,
-        fn: Callable[[], Any],
+        fn: Callable[[], Any] | Workload,
         baseline: Callable[[], Any],
         *,
-        work: Work,
+        work: Work | None = None,
         warmup_steps: int = 2,
         **extra: Any,
     ) -> dict[str, Any]:
@@ -263,6 +281,7 @@ class Bench:
         (pytest-benchmark runs a setup only with one iteration per round), so use it for calls of
         a few milliseconds or more. extra_info gets baseline_median_ms and ratio_to_baseline.
         """
+        fn, work = _step_and_work(fn, work)
         self.warm_up(baseline, warmup_steps)
         seconds_per_call = self.warm_up(fn, warmup_steps)
         rounds, _ = self.policy.plan(2 * seconds_per_call if seconds_per_call else None)

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from perf.cases.attention import HOST_BOUND, PROVIDER_NAMES, AttentionShape
-from perf.tables.format import Column, fmt, header, line
+from perf.tables.format import fmt, grid
 
 BASELINE_PROVIDER = "sdpa_flash"
 # What the attention benchmarks put in extra_info besides the harness's figures.
@@ -27,13 +27,13 @@ def shape_of(info: Mapping[str, Any]) -> AttentionShape:
 
 # A provider's row starts two spaces in, under its mode, shape and dtype.
 ATTENTION_COLUMNS = (
-    Column("provider", 24, "<"),
-    Column("ms", 10),
-    Column("GPU ms", 10),
-    Column("busy", 5),
-    Column("TFLOP/s", 8),
-    Column(f"vs {BASELINE_PROVIDER}", 14),
-    Column("first call s", 12),
+    "<provider",
+    "ms",
+    "GPU ms",
+    "busy",
+    "TFLOP/s",
+    f"vs {BASELINE_PROVIDER}",
+    "first call s",
 )
 
 
@@ -55,36 +55,22 @@ def _groups(infos: Iterable[Mapping[str, Any]], host_bound: bool | None = None) 
 
 def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     """Lines of the table for the attention results among `infos` (benchmarks' extra_info); none if none."""
-    groups = _groups(infos)
-    if not groups:
-        return []
-    lines = [header(ATTENTION_COLUMNS)]
-    for (mode, shape, dtype), providers in groups.items():
-        lines.append(f"{mode} {shape} {dtype}")
+    rows: list[list[str] | str] = []
+    for (mode, shape, dtype), providers in _groups(infos).items():
+        rows.append(f"{mode} {shape} {dtype}")
         baseline = dict(providers).get(BASELINE_PROVIDER)
         for provider, info in providers:
             relative = baseline["median_ms"] / info["median_ms"] if baseline else None
             cells = [f"  {provider}", f"{info['median_ms']:.3f}", fmt(info.get("gpu_ms"), ".3f")]
             cells += [fmt(info.get("gpu_busy_share"), ".0%"), fmt(info.get("tflops"), ".3g")]
-            lines.append(
-                line(
-                    ATTENTION_COLUMNS, [*cells, fmt(relative, ".2f", "x"), fmt(info.get("compile_s"), ".2f")]
-                )
-            )
-    return lines
+            rows.append([*cells, fmt(relative, ".2f", "x"), fmt(info.get("compile_s"), ".2f")])
+    return grid(ATTENTION_COLUMNS, rows)
 
 
 DTYPE_COST_TITLE = "attention in fp32 against bf16: medians and their ratio (above 1: fp32 slower)"
 
 
-DTYPE_COST_COLUMNS = (
-    Column("mode", 17, "<"),
-    Column("shape", 34, "<"),
-    Column("provider", 22, "<"),
-    Column("bf16 ms", 9),
-    Column("fp32 ms", 9),
-    Column("fp32/bf16", 9),
-)
+DTYPE_COST_COLUMNS = ("<mode", "<shape", "<provider", "bf16 ms", "fp32 ms", "fp32/bf16")
 
 
 def dtype_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -93,45 +79,35 @@ def dtype_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     for info in filter(is_attention_result, infos):
         key = (info["mode"], str(shape_of(info)), info["provider"])
         medians.setdefault(key, {})[info["dtype"]] = info["median_ms"]
-    pairs = [(key, ms) for key, ms in medians.items() if "float32" in ms and "bfloat16" in ms]
-    if not pairs:
-        return []
-    lines = [header(DTYPE_COST_COLUMNS)]
-    for (mode, shape, provider), ms in pairs:
-        cells = [mode, shape, provider, f"{ms['bfloat16']:.3f}", f"{ms['float32']:.3f}"]
-        lines.append(line(DTYPE_COST_COLUMNS, [*cells, f"{ms['float32'] / ms['bfloat16']:.2f}x"]))
-    return lines
+    rows = []
+    for (mode, shape, provider), ms in medians.items():
+        if "float32" in ms and "bfloat16" in ms:
+            slower = ms["float32"] / ms["bfloat16"]
+            rows.append(
+                [mode, shape, provider, f"{ms['bfloat16']:.3f}", f"{ms['float32']:.3f}", f"{slower:.2f}x"]
+            )
+    return grid(DTYPE_COST_COLUMNS, rows)
 
 
 SCALING_TITLE = "naive attention scaling: forward and backward apart, memory kept for backward"
 
 
-SCALING_COLUMNS = (
-    Column("shape", 26, "<"),
-    Column("dtype", 8, "<"),
-    Column("provider", 15, "<"),
-    Column("fwd ms", 9),
-    Column("bwd ms", 9),
-    Column("fwd+bwd ms", 11),
-    Column("GiB before bwd", 14),
-    Column("first call s", 12),
-)
+SCALING_COLUMNS = ("<shape", "<dtype", "<provider", "fwd ms", "bwd ms", "fwd+bwd ms", "GiB before bwd")
+SCALING_COLUMNS += ("first call s",)
 
 
 def scaling_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     """Lines for perf/test_attention_scaling.py's results (eager and compiled per shape); none if none."""
-    rows = [i for i in infos if i.get("suite") == "attention_scaling" and i.get("median_ms") is not None]
-    if not rows:
-        return []
-    lines = [header(SCALING_COLUMNS)]
-    for info in rows:
-        shape = shape_of(info)
-        held = info.get("memory_before_backward_bytes")
-        cells = [str(shape), info["dtype"], info["provider"], fmt(info.get("forward_ms"), ".3f")]
-        cells += [fmt(info.get("backward_ms"), ".3f"), f"{info['median_ms']:.3f}"]
-        cells += [fmt(held / 2**30 if held else None, ".2f"), fmt(info.get("compile_s"), ".2f")]
-        lines.append(line(SCALING_COLUMNS, cells))
-    return lines
+    rows = []
+    for info in infos:
+        if info.get("suite") == "attention_scaling" and info.get("median_ms") is not None:
+            held = info.get("memory_before_backward_bytes")
+            cells = [str(shape_of(info)), info["dtype"], info["provider"], fmt(info.get("forward_ms"), ".3f")]
+            cells += [fmt(info.get("backward_ms"), ".3f"), f"{info['median_ms']:.3f}"]
+            rows.append(
+                [*cells, fmt(held / 2**30 if held else None, ".2f"), fmt(info.get("compile_s"), ".2f")]
+            )
+    return grid(SCALING_COLUMNS, rows)
 
 
 HOST_TITLE = (
@@ -140,32 +116,20 @@ HOST_TITLE = (
 )
 HOST_REFERENCE = "sdpa_cudnn"
 
-HOST_COLUMNS = (
-    Column("mode", 17, "<"),
-    Column("shape", 31, "<"),
-    Column("provider", 14, "<"),
-    Column("us/call", 8),
-    Column("GPU us", 7),
-    Column("busy", 5),
-    Column(f"vs {HOST_REFERENCE}", 14),
-)
+HOST_COLUMNS = ("<mode", "<shape", "<provider", "us/call", "GPU us", "busy", f"vs {HOST_REFERENCE}")
 
 
 def host_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     """Per mode and dtype at the host-bound shapes, each provider's time per call against cuDNN's."""
-    groups = _groups(infos, host_bound=True)
-    if not groups:
-        return []
-    lines = [header(HOST_COLUMNS)]
-    for (mode, shape, dtype), providers in groups.items():
+    rows = []
+    for (mode, shape, dtype), providers in _groups(infos, host_bound=True).items():
         reference = dict(providers).get(HOST_REFERENCE)
         for provider, info in providers:
             relative = info["median_ms"] / reference["median_ms"] if reference else None
             gpu_us = info.get("gpu_ms") and info["gpu_ms"] * 1e3
             cells = [mode, f"{shape} {dtype}", provider, f"{info['median_ms'] * 1e3:.1f}", fmt(gpu_us, ".1f")]
-            cells += [fmt(info.get("gpu_busy_share"), ".0%"), fmt(relative, ".2f", "x")]
-            lines.append(line(HOST_COLUMNS, cells))
-    return lines
+            rows.append([*cells, fmt(info.get("gpu_busy_share"), ".0%"), fmt(relative, ".2f", "x")])
+    return grid(HOST_COLUMNS, rows)
 
 
 # The end of a run and the report show the suites' tables in ORDER (perf/tables/summary.py).

@@ -8,7 +8,7 @@ from typing import Any
 
 from perf.cases.collectives import ALLREDUCE_BACKENDS, ALLREDUCE_SUITE, COLLECTIVES, DTYPES, PLACEMENTS, SUITE
 from perf.cases.transfer import byte_size_label
-from perf.tables.format import Column, fmt, header, line, registry_order
+from perf.tables.format import fmt, grid, registry_order
 
 TITLE = (
     "collectives: median, algbw and busbw in GB/s (busbw = algbw x 2(n-1)/n for all_reduce, (n-1)/n for "
@@ -29,23 +29,12 @@ def _case(x: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 # A collective's row starts two spaces in, under its backend and world size.
-COLUMNS = (
-    Column("collective", 16, "<"),
-    Column("dtype", 5, "<"),
-    Column("placement", 12, "<"),
-    Column("size", 8, "<"),
-    Column("ms", 10),
-    Column("algbw GB/s", 11),
-    Column("busbw GB/s", 11),
-    Column("#wrong", 7),
-)
+COLUMNS = ("<collective", "<dtype", "<placement", "<size", "ms", "algbw GB/s", "busbw GB/s", "#wrong")
 
 
 def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     """Lines of the table for the collective results among `infos` (benchmarks' extra_info); none if none."""
     results = [info for info in infos if info.get("suite") in (ALLREDUCE_SUITE, SUITE)]
-    if not results:
-        return []
 
     def order(x: Mapping[str, Any]) -> tuple:
         collective, dtype, placement = _case(x)
@@ -59,12 +48,12 @@ def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
         )
 
     results.sort(key=order)
-    lines = [header(COLUMNS)]
+    rows: list[list[str] | str] = []
     configuration = None
     for x in results:
         if (x["backend"], x["world_size"]) != configuration:
             configuration = (x["backend"], x["world_size"])
-            lines.append(f"{x['backend']} with {x['world_size']} ranks")
+            rows.append(f"{x['backend']} with {x['world_size']} ranks")
         collective, dtype, placement = _case(x)
         # 4 significant digits: from latency-bound 8 B messages (0.0004 GB/s) to NVLink (hundreds).
         cells = [f"  {collective}", dtype, placement, byte_size_label(x["size_bytes"])]
@@ -73,8 +62,8 @@ def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
             fmt(x.get("algbw_gbps"), ".4g"),
             fmt(x.get("busbw_gbps"), ".4g"),
         ]
-        lines.append(line(COLUMNS, [*cells, fmt(x.get("wrong_elements"), "d")]))
-    return lines
+        rows.append([*cells, fmt(x.get("wrong_elements"), "d")])
+    return grid(COLUMNS, rows)
 
 
 ORDER = 50  # perf/tables/summary.py

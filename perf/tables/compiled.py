@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from perf.tables.format import Column, fmt, header, line
+from perf.tables.format import fmt, grid
 
 # What every compile benchmark (perf/test_compile.py) passes to bench.run as `suite`.
 SUITE = "compile"
@@ -37,32 +37,18 @@ def _case(info: Mapping[str, Any]) -> tuple:
     return info["mode"], info["preset"], info["precision"], info["context"]
 
 
-COLUMNS = (
-    Column("mode", 11, "<"),
-    Column("preset", 7, "<"),
-    Column("prec", 5, "<"),
-    Column("ctx", 5),
-    Column("attention", 12, "<"),
-    Column("eager ms", 10),
-    Column("compiled ms", 11),
-    Column("speedup", 8),
-    Column("compile s", 9),
-    Column("cached", 6),
-)
+CASE_COLUMNS = ("<mode", "<preset", "<prec", "ctx")
+COLUMNS = (*CASE_COLUMNS, "<attention", "eager ms", "compiled ms", "speedup", "compile s", "cached")
 # Per attention implementation its median, GPU time and MFU, then the contender's over the baseline's.
 ATTENTION_COLUMNS = (
-    Column("mode", 11, "<"),
-    Column("preset", 7, "<"),
-    Column("prec", 5, "<"),
-    Column("ctx", 5),
-    Column("variant", 8, "<"),
+    *CASE_COLUMNS,
+    "<variant",
     *(
-        column
+        title
         for name in (BASELINE_ATTENTION, CONTENDER_ATTENTION)
-        for column in (Column(f"{name} ms", max(10, len(name) + 3)), Column("GPU ms", 9), Column("MFU", 6))
+        for title in (f"{name} ms", "GPU ms", "MFU")
     ),
-    Column("ratio", 6),
-    Column("GPU ratio", 9),
+    *("ratio", "GPU ratio"),
 )
 
 
@@ -75,16 +61,14 @@ def table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     cases: dict[tuple, dict[str, Mapping[str, Any]]] = {}
     for info in filter(is_compile_result, infos):
         cases.setdefault((*_case(info), info.get("impl") or "-"), {})[info["variant"]] = info
-    if not cases:
-        return []
-    lines = [header(COLUMNS)]
+    rows = []
     for (mode, preset, precision, context, attention), by_variant in cases.items():
         eager, compiled = by_variant.get("eager"), by_variant.get("compiled")
         speedup = eager["median_ms"] / compiled["median_ms"] if eager and compiled else None
         cells = [mode, preset, precision, str(context), attention, fmt(_get(eager, "median_ms"), ".3f")]
         cells += [fmt(_get(compiled, "median_ms"), ".3f"), fmt(speedup, ".2f", "x")]
-        lines.append(line(COLUMNS, [*cells, fmt(_get(compiled, "compile_s"), ".1f"), _cached(compiled)]))
-    return lines
+        rows.append([*cells, fmt(_get(compiled, "compile_s"), ".1f"), _cached(compiled)])
+    return grid(COLUMNS, rows)
 
 
 def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -100,7 +84,7 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
             cases.setdefault(_case(info), {})[info["variant"], info["impl"]] = info
     if not any(impl == CONTENDER_ATTENTION for by_run in cases.values() for _, impl in by_run):
         return []
-    lines = [header(ATTENTION_COLUMNS)]
+    rows = []
     for (mode, preset, precision, context), by_run in cases.items():
         for variant in VARIANTS:
             base = by_run.get((variant, BASELINE_ATTENTION))
@@ -115,8 +99,8 @@ def attention_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
                 fmt(_ratio(contender, base, "median_ms"), ".2f"),
                 fmt(_ratio(contender, base, "gpu_ms"), ".2f"),
             ]
-            lines.append(line(ATTENTION_COLUMNS, cells))
-    return lines
+            rows.append(cells)
+    return grid(ATTENTION_COLUMNS, rows)
 
 
 def _get(info: Mapping[str, Any] | None, key: str) -> Any:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from model.config import PRESETS
 from model.precision import PRECISIONS
 from perf.cases.model import LAUNCHES
-from perf.tables.format import Column, Info, fmt, header, line, ratio, registry_order
+from perf.tables.format import Info, fmt, grid, ratio, registry_order
 
 GRAPH_TITLE = (
     "steps launched eagerly against a CUDA graph replay: median, speedup (above 1: graph faster), GPU busy "
@@ -16,16 +16,8 @@ GRAPH_TITLE = (
 )
 
 
-COLUMNS = (
-    Column("mode", 17, "<"),
-    Column("impl", 9, "<"),
-    Column("preset", 6, "<"),
-    Column("prec", 5, "<"),
-    Column("ctx", 5),
-    *(Column(title, 9) for title in ("eager ms", "graph ms")),
-    Column("speedup", 7),
-    *(Column(title, 9) for title in ("eager GPU", "graph GPU", "busy")),
-)
+COLUMNS = ("<mode", "<impl", "<preset", "<prec", "ctx", "eager ms", "graph ms", "speedup")
+COLUMNS += ("eager GPU", "graph GPU", "busy")
 
 
 def graph_table(infos: Iterable[Info]) -> list[str]:
@@ -37,9 +29,7 @@ def graph_table(infos: Iterable[Info]) -> list[str]:
             key = (x["mode"], x["impl"], x["preset"], x["precision"], x["context"], x.get("warmup_steps"))
             cases.setdefault(key, {})[x["launch"]] = x
     cases = {key: by_launch for key, by_launch in cases.items() if "cuda_graph" in by_launch}
-    if not cases:
-        return []
-    lines = [header(COLUMNS)]
+    rows = []
 
     def order(key: tuple) -> tuple:
         mode, impl, preset, precision, context, _ = key
@@ -52,8 +42,8 @@ def graph_table(infos: Iterable[Info]) -> list[str]:
         busy = f"{fmt(eager.get('gpu_busy_share'), '.0%')}/{fmt(graph.get('gpu_busy_share'), '.0%')}"
         cells = [mode, impl, preset, precision, str(context), fmt(eager.get("median_ms"), ".3f")]
         cells += [fmt(graph["median_ms"], ".3f"), fmt(speedup, ".2f", "x"), fmt(eager.get("gpu_ms"), ".3f")]
-        lines.append(line(COLUMNS, [*cells, fmt(graph.get("gpu_ms"), ".3f"), busy]))
-    return lines
+        rows.append([*cells, fmt(graph.get("gpu_ms"), ".3f"), busy])
+    return grid(COLUMNS, rows)
 
 
 ORDER = 41  # perf/tables/summary.py: after the memory table

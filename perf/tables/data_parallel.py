@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from model.config import PRESETS
 from perf.cases.data_parallel import BUCKETED, OPTIMIZER_KINDS, SHARDED_SUITE, SUITE, VARIANTS
-from perf.tables.format import Column, Info, fmt, gib, header, line, of_suite, registry_order, titled
+from perf.tables.format import Info, fmt, gib, grid, of_suite, registry_order, titled
 
 STEP_TITLE = (
     "data-parallel training step per variant: overhead and share over one GPU alone ('single'), "
@@ -67,28 +67,22 @@ def held_mib(x: Info) -> str:
 
 
 # A variant's row starts two spaces in, under its setup's line.
-STEP_COLUMNS = (
-    Column("variant", 18, "<"),
-    Column("ms", 10),
-    Column("tokens/s", 11),
-    Column("sync ms", 9),
-    Column("overhead ms", 11),
-    Column("share", 6),
-    Column("vs DDP", 7),
-    Column("peak GiB", 8),
-    Column("held MiB", 9),
-)
-MEMORY_COLUMNS = (
-    Column("optimizer", 15, "<"),
-    Column("built", 7),
-    Column("pre-step", 8),
-    Column("stepped", 8),
-    Column("peak", 7),
-    Column("state MiB", 10),
-    Column("vs adamw", 8),
-    Column("held MiB", 9),
-    Column("ms", 10),
-)
+STEP_COLUMNS = ("<variant", "ms", "tokens/s", "sync ms", "overhead ms", "share", "vs DDP", "peak GiB")
+STEP_COLUMNS += ("held MiB",)
+MEMORY_COLUMNS = ("<optimizer", "built", "pre-step", "stepped", "peak", "state MiB", "vs adamw", "held MiB")
+MEMORY_COLUMNS += ("ms",)
+
+
+def _setup_rows(results: list[Info], row) -> list[list[str] | str]:
+    """Each result's row (row(x)), under a line naming its setup where the setup changes."""
+    rows: list[list[str] | str] = []
+    setup = None
+    for x in results:
+        if setup_key(x) != setup:
+            setup = setup_key(x)
+            rows.append(setup_line(x))
+        rows.append(row(x))
+    return rows
 
 
 def step_table(infos: Iterable[Info]) -> list[str]:
@@ -102,24 +96,7 @@ def step_table(infos: Iterable[Info]) -> list[str]:
             x.get("bucket_size_mb") or 0.0,
         )
     )
-    lines = [header(STEP_COLUMNS)]
-    setup = None
-    for x in results:
-        if setup_key(x) != setup:
-            setup = setup_key(x)
-            lines.append(setup_line(x))
-        cells = [
-            f"  {variant_label(x)}",
-            fmt(x.get("median_ms"), ".3f"),
-            fmt(x.get("tokens_per_s"), ".0f"),
-            fmt(x.get("sync_wait_ms"), ".3f"),
-            fmt(overhead(x), ".3f"),
-            fmt(x.get("comm_share") if overhead(x) is not None else None, ".0%"),
-            fmt(x.get("vs_torch_ddp"), ".2f", "x"),
-            gib(x.get("peak_memory_bytes")),
-            held_mib(x),
-        ]
-        lines.append(line(STEP_COLUMNS, cells))
+    lines = grid(STEP_COLUMNS, _setup_rows(results, _step_row))
     if any(x.get("comm_overhead_ms") is not None and overhead(x) is None for x in results):
         lines.append(
             "overhead ms, share: '-' where the step took less than 'single' alone: noise, not a saving"
@@ -137,26 +114,25 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
     if not results:
         return []
     results.sort(key=lambda x: (setup_order(x), registry_order(x["optimizer_kind"], OPTIMIZER_KINDS)))
-    lines = [header(MEMORY_COLUMNS)]
-    setup = None
-    for x in results:
-        if setup_key(x) != setup:
-            setup = setup_key(x)
-            lines.append(setup_line(x))
-        state = x.get("optimizer_state_bytes")
-        cells = [
-            f"  {x['optimizer_kind']}",
-            gib(x.get("after_build_bytes")),
-            gib(x.get("before_step_bytes")),
-            gib(x.get("after_step_bytes")),
-            gib(x.get("peak_bytes")),
-            fmt(None if state is None else state / 2**20, ".1f"),
-            fmt(x.get("state_vs_adamw"), ".3f"),
-            held_mib(x),
-            fmt(x.get("median_ms"), ".3f"),
-        ]
-        lines.append(line(MEMORY_COLUMNS, cells))
-    return lines
+    return grid(MEMORY_COLUMNS, _setup_rows(results, _memory_row))
+
+
+def _step_row(x: Info) -> list[str]:
+    share = x.get("comm_share") if overhead(x) is not None else None
+    cells = [f"  {variant_label(x)}", fmt(x.get("median_ms"), ".3f"), fmt(x.get("tokens_per_s"), ".0f")]
+    cells += [fmt(x.get("sync_wait_ms"), ".3f"), fmt(overhead(x), ".3f"), fmt(share, ".0%")]
+    return [*cells, fmt(x.get("vs_torch_ddp"), ".2f", "x"), gib(x.get("peak_memory_bytes")), held_mib(x)]
+
+
+def _memory_row(x: Info) -> list[str]:
+    state = x.get("optimizer_state_bytes")
+    cells = [f"  {x['optimizer_kind']}"]
+    cells += [
+        gib(x.get(key))
+        for key in ("after_build_bytes", "before_step_bytes", "after_step_bytes", "peak_bytes")
+    ]
+    cells += [fmt(None if state is None else state / 2**20, ".1f"), fmt(x.get("state_vs_adamw"), ".3f")]
+    return [*cells, held_mib(x), fmt(x.get("median_ms"), ".3f")]
 
 
 ORDER = 60  # perf/tables/summary.py

@@ -7,18 +7,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from perf.cases.declare import Table
-from perf.tables.format import Column, Info, fmt, header, line, ratio
+from perf.tables.format import Info, fmt, grid, ratio
 
 
-def _columns(table: Table, values: tuple[Any, ...]) -> tuple[Column, ...]:
-    keys = [Column(k.title or k.field, max(5, k.width or len(k.title or k.field)), "<") for k in table.keys]
-    figures = [
-        Column(f"{value} {f.title}".strip(), max(8, f.width or len(f"{value} {f.title}".strip())))
-        for value in values
-        for f in table.figures
-    ]
-    ratios = [Column(f"{a}/{b}", max(8, len(f"{a}/{b}"))) for a, b in table.ratios]
-    return (*keys, *figures, *ratios)
+def _titles(table: Table, values: tuple[Any, ...]) -> tuple[str, ...]:
+    keys = [f"<{k.title or k.field}" for k in table.keys]
+    figures = [f"{value} {f.title}".strip() for value in values for f in table.figures]
+    return (*keys, *figures, *(f"{a}/{b}" for a, b in table.ratios))
 
 
 def _sort_key(values: tuple) -> tuple:
@@ -34,10 +29,7 @@ def render(table: Table, infos: Iterable[Info]) -> list[str]:
     for x in infos:
         if x.get("suite") == table.suite and all(name in x for name in needed):
             rows.setdefault(tuple(x[k.field] for k in table.keys), {})[x[field] if field else ""] = x
-    if not rows:
-        return []
-    columns = _columns(table, values)
-    lines = [header(columns)]
+    lines: list[list[str]] = []
     for key in sorted(rows, key=_sort_key):
         by_value = rows[key]
         cells = [k.label(v) for k, v in zip(table.keys, key, strict=True)]
@@ -49,5 +41,5 @@ def render(table: Table, infos: Iterable[Info]) -> list[str]:
             cells.append(
                 fmt(ratio(by_value.get(a, {}).get(first), by_value.get(b, {}).get(first)), ".2f", "x")
             )
-        lines.append(line(columns, cells))
-    return lines
+        lines.append(cells)
+    return grid(_titles(table, values), lines)

@@ -57,6 +57,25 @@ class Column:
     align: str = ">"
 
 
+def grid(titles: Sequence[str], rows: Iterable[Sequence[str] | str]) -> list[str]:
+    """A header and the rows, each column as wide as its title and its widest cell, one space apart. A
+    title "<name" aligns its column left (names), others right (numbers); a row given as a string is a line
+    of its own (a group's heading, a note). None where there are no rows."""
+    rows = list(rows)
+    if not rows:
+        return []
+    columns = [Column(t[1:], len(t) - 1, "<") if t.startswith("<") else Column(t, len(t)) for t in titles]
+    for row in rows:
+        if not isinstance(row, str):
+            if len(row) != len(columns):
+                raise ValueError(f"{len(row)} cells for {len(columns)} columns")
+            columns = [
+                Column(c.title, max(c.width, len(cell)), c.align)
+                for c, cell in zip(columns, row, strict=True)
+            ]
+    return [header(columns), *(row if isinstance(row, str) else line(columns, row) for row in rows)]
+
+
 def header(columns: Sequence[Column]) -> str:
     """The columns' titles, each at its width, one space apart."""
     return line(columns, [c.title for c in columns])

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from model.config import PRESETS
 from model.precision import PRECISIONS
 from perf.cases.memory import ALLOCATORS
-from perf.tables.format import Column, Info, gib, header, line, of_suite, registry_order
+from perf.tables.format import Info, gib, grid, of_suite, registry_order
 
 MEMORY_TITLE = (
     "peak memory per step (GiB): the state resident between steps and what a step adds, and what the "
@@ -25,17 +25,18 @@ def _allocator_order(allocator: str | None) -> tuple[int, tuple[int, str]]:
     return (0, (0, "")) if allocator is None else (1, registry_order(allocator, ALLOCATORS))
 
 
-COLUMNS = (
-    Column("preset", 8, "<"),
-    Column("ctx", 5),
-    Column("precision", 9, "<"),
-    Column("mode", 10, "<"),
-    Column("allocator", 19, "<"),
-    *(
-        Column(title, 8)
-        for title in ("peak", "reserved", "frag", "resident", "params", "grads", "optim", "activ")
-    ),
-)
+# Each figure's column title and its extra_info key (bytes, shown in GiB).
+FIGURES = {
+    "peak": "peak_memory_bytes",
+    "reserved": "peak_reserved_bytes",
+    "frag": "fragmentation_bytes",
+    "resident": "resident_bytes",
+    "params": "params_bytes",
+    "grads": "grads_bytes",
+    "optim": "optimizer_state_bytes",
+    "activ": "activation_peak_bytes",
+}
+COLUMNS = ("<preset", "ctx", "<precision", "<mode", "<allocator", *FIGURES)
 
 
 def memory_table(infos: Iterable[Info]) -> list[str]:
@@ -43,8 +44,6 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
     allocator's peak reservation, frag its excess over the peak allocated. Results stored before the
     allocator axis show '-' there."""
     results = results_of("memory", infos)
-    if not results:
-        return []
     results.sort(
         key=lambda x: (
             registry_order(x["preset"], PRESETS),
@@ -54,30 +53,14 @@ def memory_table(infos: Iterable[Info]) -> list[str]:
             _allocator_order(x.get("allocator")),
         )
     )
-    lines = [header(COLUMNS)]
-    for x in results:
-        cells = [
-            x["preset"],
-            str(x["context"]),
-            x["precision"],
-            x["mode"],
-            x.get("allocator") or "-",
-            *(
-                gib(x.get(key))
-                for key in (
-                    "peak_memory_bytes",
-                    "peak_reserved_bytes",
-                    "fragmentation_bytes",
-                    "resident_bytes",
-                    "params_bytes",
-                    "grads_bytes",
-                    "optimizer_state_bytes",
-                    "activation_peak_bytes",
-                )
-            ),
-        ]
-        lines.append(line(COLUMNS, cells))
-    return lines
+    return grid(
+        COLUMNS,
+        (
+            [x["preset"], str(x["context"]), x["precision"], x["mode"], x.get("allocator") or "-"]
+            + [gib(x.get(key)) for key in FIGURES.values()]
+            for x in results
+        ),
+    )
 
 
 ORDER = 40  # perf/tables/summary.py

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from model.config import PRESETS
 from model.precision import PRECISIONS
 from perf.cases.matmul import MATH_MODES
-from perf.tables.format import Column, Info, fmt, header, line, of_suite, registry_order, titled
+from perf.tables.format import Info, fmt, grid, of_suite, registry_order, titled
 
 TOY_TITLE = "autocast on the toy model: dtype of each stage per precision"
 MATMUL_TITLE = "n x n matmuls per math mode: time, TFLOP/s, relative error against fp64"
@@ -34,71 +34,43 @@ def results_of(suite: str, infos: Iterable[Info]) -> list[Info]:
     return of_suite(infos, suite, _KEYS[suite])
 
 
-TOY_COLUMNS = (
-    Column("precision", 9, "<"),
-    *(Column(stage, 9, "<") for stage in TOY_STAGES),
-    Column("ms", 9),
-)
+TOY_COLUMNS = ("<precision", *(f"<{stage}" for stage in TOY_STAGES), "ms")
 
 
 def toy_table(infos: Iterable[Info]) -> list[str]:
     results = sorted(
         results_of("toy_autocast", infos), key=lambda x: registry_order(x["precision"], PRECISIONS)
     )
-    if not results:
-        return []
-    lines = [header(TOY_COLUMNS)]
-    for x in results:
-        dtypes = [x["dtypes"].get(stage, "-") for stage in TOY_STAGES]
-        lines.append(line(TOY_COLUMNS, [x["precision"], *dtypes, fmt(x.get("median_ms"), ".3f")]))
-    return lines
+    return grid(
+        TOY_COLUMNS,
+        (
+            [x["precision"], *(x["dtypes"].get(s, "-") for s in TOY_STAGES), fmt(x.get("median_ms"), ".3f")]
+            for x in results
+        ),
+    )
 
 
-MATMUL_COLUMNS = (
-    Column("mode", 13, "<"),
-    Column("n", 6),
-    Column("ms", 10),
-    Column("TFLOP/s", 8),
-    Column("MFU", 6),
-    Column("rel error", 9),
-)
-STEP_COLUMNS = (
-    Column("preset", 8, "<"),
-    Column("ctx", 5),
-    Column("precision", 9, "<"),
-    Column("ms", 10),
-    Column("tokens/s", 11),
-    Column("vs fp32", 8),
-)
+MATMUL_COLUMNS = ("<mode", "n", "ms", "TFLOP/s", "MFU", "rel error")
+STEP_COLUMNS = ("<preset", "ctx", "<precision", "ms", "tokens/s", "vs fp32")
 
 
 def matmul_table(infos: Iterable[Info]) -> list[str]:
     results = sorted(
         results_of("matmul", infos), key=lambda x: (x["n"], registry_order(x["mode"], MATH_MODES))
     )
-    if not results:
-        return []
-    lines = [header(MATMUL_COLUMNS)]
-    for x in results:
-        cells = [
-            x["mode"],
-            str(x["n"]),
-            fmt(x.get("median_ms"), ".3f"),
-            fmt(x.get("tflops"), ".4g"),
-            fmt(x.get("mfu"), ".1%"),
-            f"{x['rel_error']:.2e}",
-        ]
-        lines.append(line(MATMUL_COLUMNS, cells))
-    return lines
+    return grid(MATMUL_COLUMNS, map(_matmul_row, results))
+
+
+def _matmul_row(x: Info) -> list[str]:
+    cells = [x["mode"], str(x["n"]), fmt(x.get("median_ms"), ".3f"), fmt(x.get("tflops"), ".4g")]
+    return [*cells, fmt(x.get("mfu"), ".1%"), f"{x['rel_error']:.2e}"]
 
 
 def step_table(infos: Iterable[Info]) -> list[str]:
     cases: dict[tuple[str, int], dict[str, Info]] = {}
     for x in results_of("step_precision", infos):
         cases.setdefault((x["preset"], x["context"]), {})[x["precision"]] = x
-    if not cases:
-        return []
-    lines = [header(STEP_COLUMNS)]
+    rows = []
     for preset, context in sorted(cases, key=lambda case: (registry_order(case[0], PRESETS), case[1])):
         by_precision = cases[preset, context]
         fp32_ms = by_precision.get("fp32", {}).get("median_ms")
@@ -107,8 +79,8 @@ def step_table(infos: Iterable[Info]) -> list[str]:
             ms = x.get("median_ms")
             speedup = fp32_ms / ms if fp32_ms is not None and ms else None
             cells = [preset, str(context), precision, fmt(ms, ".3f"), fmt(x.get("tokens_per_s"), ".0f")]
-            lines.append(line(STEP_COLUMNS, [*cells, fmt(speedup, ".2f", "x")]))
-    return lines
+            rows.append([*cells, fmt(speedup, ".2f", "x")])
+    return grid(STEP_COLUMNS, rows)
 
 
 ORDER = 30  # perf/tables/summary.py

@@ -6,30 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from perf.cases.transfer import byte_size_label
-from perf.tables.format import Column, Info, fmt, header, line, of_suite
+from perf.tables.format import Info, fmt, grid, of_suite
 
 OVERLAP_TITLE = "host-to-device copy and matmuls: serial against overlapped on two streams"
 
 
-OVERLAP_COLUMNS = (
-    Column("copy", 8, "<"),
-    Column("matmuls", 12),
-    Column("serial ms", 10),
-    Column("overlap ms", 10),
-    Column("copy ms", 9),
-    Column("compute ms", 10),
-    Column("saved", 6),
-    Column("at best", 7),
-)
+OVERLAP_COLUMNS = ("<copy", "matmuls", "serial ms", "overlap ms", "copy ms", "compute ms", "saved", "at best")
 
 
 def overlap_table(infos: Iterable[Info]) -> list[str]:
     cases: dict[tuple, dict[str, Info]] = {}
     for x in of_suite(infos, "overlap"):
         cases.setdefault((x["copy_bytes"], x["matmul_n"], x["matmuls"]), {})[x["schedule"]] = x
-    if not cases:
-        return []
-    lines = [header(OVERLAP_COLUMNS)]
+    rows = []
     for copy_bytes, n, matmuls in sorted(cases):
         by_schedule = cases[copy_bytes, n, matmuls]
         serial = by_schedule.get("serial", {}).get("median_ms")
@@ -46,8 +35,8 @@ def overlap_table(infos: Iterable[Info]) -> list[str]:
         )
         cells = [byte_size_label(copy_bytes), f"{matmuls} x n{n}", fmt(serial, ".3f"), fmt(overlapped, ".3f")]
         cells += [fmt(copy_ms, ".3f"), fmt(compute_ms, ".3f"), fmt(saved, ".0%"), fmt(best, ".0%")]
-        lines.append(line(OVERLAP_COLUMNS, cells))
-    return lines
+        rows.append(cells)
+    return grid(OVERLAP_COLUMNS, rows)
 
 
 ORDER = 42  # perf/tables/summary.py: after the CUDA graph table, beside the copies' table

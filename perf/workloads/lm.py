@@ -9,7 +9,8 @@ static batch (perf/workloads/capture.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -70,6 +71,9 @@ class LMWorkload:
     step: Callable[[], None]
     work: Work
     model: nn.Module  # as built: its parameters are the ones each step trains
+    # What results record of the step: preset, impl, context, batch, mode, and the optimizer of a training
+    # step (None otherwise); the precision is the Work's.
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 def lm_workload(
@@ -143,7 +147,9 @@ def lm_workload(
     flops = config.flops_per_token(context, mode, attention="causal") * tokens
     if graphed:
         step = captured_step(step, device, before_capture=lambda: model.zero_grad(set_to_none=True))
-    return LMWorkload(config, step, Work(flops=flops, tokens=tokens, precision=precision), model)
+    fields = dict(preset=preset, impl=impl, context=context, batch=config.batch_size, mode=mode)
+    fields["optimizer"] = optimizer if mode == "train_step" else None
+    return LMWorkload(config, step, Work(flops=flops, tokens=tokens, precision=precision), model, fields)
 
 
 def check_capturable(mode: str, precision: str, optimizer: str, device: torch.device) -> None:

@@ -168,16 +168,23 @@ def setting_problem(allocator: str, run: MemoryRun) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class MemoryCase:
+    """The step a memory benchmark measures: its mode, model, precision, context and optimizer."""
+
+    mode: str
+    preset: str
+    precision: str
+    context: int
+    optimizer: str
+
+
 # --------------------------------------------------------------------------- in this process
 def measure_in_fresh_process(
     allocator: str,
+    case: MemoryCase,
     *,
     device: torch.device,
-    mode: str,
-    preset: str,
-    precision: str,
-    context: int,
-    optimizer: str,
     policy: TimingPolicy | None,
     snapshot: tuple[Path, str] | None = None,
 ) -> MemoryRun:
@@ -191,7 +198,7 @@ def measure_in_fresh_process(
         measure_peak_memory,
         1,
         backend="gloo",
-        args=(str(device), mode, preset, precision, context, optimizer, policy, snapshot),
+        args=(str(device), case, policy, snapshot),
         env=env,
         timeout_s=run_timeout_s(policy.budget_s if policy is not None else 0.0),
     )
@@ -208,11 +215,7 @@ def measure_peak_memory(
     rank: int,
     world_size: int,
     device_name: str,
-    mode: str,
-    preset: str,
-    precision: str,
-    context: int,
-    optimizer: str,
+    case: MemoryCase,
     policy: TimingPolicy | None,
     snapshot: tuple[Path, str] | None,
 ) -> MemoryRun | OutOfMemory:
@@ -227,7 +230,7 @@ def measure_peak_memory(
     conf = os.environ.get(ALLOC_CONF)
     _check_settings_parsed(conf)
     try:
-        return _measure(device, mode, preset, precision, context, optimizer, policy, snapshot, conf)
+        return _measure(device, case, policy, snapshot, conf)
     except Exception as err:
         oom = out_of_memory_in(err)
         if oom is None:
@@ -235,18 +238,8 @@ def measure_peak_memory(
         return OutOfMemory(_oom_message(oom, err))
 
 
-def _measure(
-    device: torch.device,
-    mode: str,
-    preset: str,
-    precision: str,
-    context: int,
-    optimizer: str,
-    policy: TimingPolicy | None,
-    snapshot: tuple[Path, str] | None,
-    conf: str | None,
-) -> MemoryRun:
-    workload = lm_workload(mode, "sdpa", preset, precision, context, device, optimizer=optimizer)
+def _measure(device: torch.device, c: MemoryCase, policy: TimingPolicy | None, snapshot, conf) -> MemoryRun:
+    workload = lm_workload(c.mode, "sdpa", c.preset, c.precision, c.context, device, optimizer=c.optimizer)
     step = workload.step
     # The first step creates the state that stays: gradients and, lazily, AdamW's moments.
     step()

@@ -6,20 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from perf.tables.format import Column, fmt, header, line
+from perf.tables.format import fmt, grid
 from perf.tools.reading.nccl_logs import Row, case_key
 
-COLUMNS = (
-    Column("collective", 15, "<"),
-    Column("dtype", 9, "<"),
-    Column("placement", 13, "<"),
-    Column("world", 5),
-    Column("size", 12),
-    Column("suite GB/s", 10),
-    Column("nccl-tests GB/s", 15),
-    Column("suite/nccl", 10),
-    Column("#wrong", 9),
-)
+COLUMNS = ("<collective", "<dtype", "<placement", "world", "size", "suite GB/s", "nccl-tests GB/s")
+COLUMNS += ("suite/nccl", "#wrong")
 
 
 def table(suite: Iterable[Row], nccl: Iterable[Row]) -> list[str]:
@@ -28,9 +19,7 @@ def table(suite: Iterable[Row], nccl: Iterable[Row]) -> list[str]:
     pairs = [
         (r, theirs[(*case_key(r), r.size_bytes)]) for r in suite if (*case_key(r), r.size_bytes) in theirs
     ]
-    if not pairs:
-        return []
-    lines = [header(COLUMNS)]
+    rows = []
     peaks: dict[tuple, tuple[float, float]] = {}
     for ours, ref in sorted(pairs, key=lambda pair: (*case_key(pair[0]), pair[0].size_bytes)):
         wrong = f"{fmt(ours.wrong, 'd')}/{fmt(ref.wrong, 'd')}"
@@ -40,13 +29,12 @@ def table(suite: Iterable[Row], nccl: Iterable[Row]) -> list[str]:
             f"{ours.busbw_gbps:.2f}",
             f"{ref.busbw_gbps:.2f}",
         ]
-        lines.append(line(COLUMNS, [*cells, fmt(_ratio(ours.busbw_gbps, ref.busbw_gbps), ".2f"), wrong]))
+        rows.append([*cells, fmt(_ratio(ours.busbw_gbps, ref.busbw_gbps), ".2f"), wrong])
         best = peaks.get(case_key(ours), (0.0, 0.0))
         peaks[case_key(ours)] = (max(best[0], ours.busbw_gbps), max(best[1], ref.busbw_gbps))
     for key, (ours, ref) in peaks.items():
-        cells = [*map(str, key), "peak", f"{ours:.2f}", f"{ref:.2f}", fmt(_ratio(ours, ref), ".2f"), ""]
-        lines.append(line(COLUMNS, cells))
-    return lines
+        rows.append([*map(str, key), "peak", f"{ours:.2f}", f"{ref:.2f}", fmt(_ratio(ours, ref), ".2f"), ""])
+    return grid(COLUMNS, rows)
 
 
 def _ratio(ours: float, ref: float) -> float | None:
