@@ -12,18 +12,10 @@
 - DDPBucketed: gradients copied into buckets of at most bucket_size_mb, one asynchronous all-reduce per
   bucket, started during backward as soon as the bucket's gradients are all there.
 
-What they share:
-- Building a wrapper broadcasts rank 0's parameters and buffers, so ranks that initialized differently
-  agree. Buffers are not broadcast again: one that forward updates (BatchNorm statistics) drifts per rank.
-- Only parameters that require grad are synchronized, and a Parameter reachable twice (tied weights) once.
-- Averaging is a sum, then one division by the world size: gloo has no ReduceOp.AVG.
-- A parameter without a gradient on a rank (unused by that rank's forward) takes part as zeros, so that
-  every rank issues the same collectives in the same order and none waits for a call that never comes.
-  Each reduction also sums a has-gradient flag per parameter: a parameter that some rank used gets the
-  average, the zeros counting towards it as the rows of that rank would in one process on the whole batch;
-  one that no rank used keeps grad None, so that the optimizer skips it as it would in one process.
-  Flat and bucketed buffers carry the flags in their last elements; the per-parameter variants send them
-  in one more small all-reduce.
+All four broadcast rank 0's parameters and buffers when built, synchronize only parameters that
+require grad (a tied one once) and average by a sum and one division (gloo has no ReduceOp.AVG). A
+parameter that some rank did not use is still averaged (`_adopt_missing`); docs/distributed.md has the
+contract in full.
 """
 
 from __future__ import annotations
@@ -109,7 +101,11 @@ def _has_gradient_flags(params: Sequence[Tensor]) -> Tensor:
 
 
 def _adopt_missing(params: Sequence[Tensor], averages: Sequence[Tensor], used_by: Tensor) -> None:
-    """Give the average to each parameter that had no gradient here but did on some rank (used_by > 0)."""
+    """Give the average to each parameter that had no gradient here but did on some rank (used_by > 0).
+
+    Such a rank sent zeros, so that every rank issues the same collectives in the same order; they count
+    towards the average as that rank's rows would in one process on the whole batch. A parameter no rank
+    used keeps grad None, and the optimizer skips it as it would in one process."""
     missing = [index for index, param in enumerate(params) if param.grad is None]
     if not missing:
         return

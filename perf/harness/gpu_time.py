@@ -1,35 +1,10 @@
 """GPU busy time per call: how long the device worked for one call, whatever the host did meanwhile.
 
-A step bound by the host (Python, kernel launches) takes as long as the host takes, and the host's
-speed moves within one run on a shared machine (NOTES.md: Measurements behind comments in the code);
-the time its GPU spends in kernels, copies and memsets does not. This module measures that time from
-CUPTI, through torch.profiler with device activity only (no Python stacks, no shapes): the union of
-the intervals in which the device ran something for the call, so that two streams busy at once count
-once and idle gaps not at all.
-
-Three methods, recorded with each result as extra_info `gpu_method`; figures of different methods are
-never compared as one (perf/tools/reading/results.py aligns runs on a method they share, else the gate
-falls back):
-
-- `rounds` (where the device was busy through the timed rounds): CUDA events around each timed
-  round (perf/harness/timing.py), per call; chosen once the burst shows the rounds were GPU-bound
-  (`with_rounds`). The rounds synchronize after each, which holds the clocks near their top.
-- `burst` (elsewhere; measured beside `rounds` too, as gpu_burst_ms): right after the timed rounds,
-  calls back to back with a marker kernel (`torch.cuda._sleep(0)`, ~1 us, a kernel no model launches)
-  queued between them and no synchronization: the device stays under the load the timed rounds put
-  on it, and each call's activity lies between the markers queued before and after it on its stream.
-  Lead calls of about BURST_LEAD_S are queued first and the profiler started while the device runs
-  them, so that the counted calls do not begin from the idle moment of the profiler's start.
-- `isolated`: each call alone, the device drained and a marker run between synchronizations right
-  before and after it, so calls are told apart on any stream and work between calls (a rank's
-  barrier) is in none of them. Rank collectives and calls on several streams are measured so
-  (`isolated=True`); a drained call starts from a different clock and power state each time: the
-  matmuls' figures moved several times as much from run to run as in a burst, attention's about as
-  much (NOTES.md: A steady GPU figure).
-
-Where it cannot be measured (the CPU, a torch without CUPTI, a profiling tool such as nsys that
-holds CUPTI, a profile that lost activity) `measure_gpu_time` returns the reason instead, and the
-run goes on.
+A host-bound step takes as long as the host, whose speed moves within a run on a shared machine; the
+time its GPU spends in kernels, copies and memsets does not. Measured from CUPTI through torch.profiler
+(device activity only) as the union of the intervals the device ran something for the call, by one of
+three methods recorded as `gpu_method` (`rounds`, `burst`, `isolated`; docs/measuring.md says when
+each applies). Where it cannot be measured, `measure_gpu_time` returns the reason and the run goes on.
 """
 
 from __future__ import annotations

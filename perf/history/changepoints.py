@@ -1,28 +1,12 @@
 """Change points (steps) in a benchmark's series: the commit where a lasting change began, its size
 (after / before) and how certain it is.
 
-Method: a penalized piecewise-constant fit (PELT) of the log of the values, then a test of each step.
-1. Logs, so that steps and noise are relative. The noise sigma is estimated robustly from the first
-   differences (1.4826 x MAD / sqrt(2)): a step is one large difference and an outlier two, so neither
-   inflates sigma as a standard deviation would.
-2. Outliers are left out of the fit: points more than OUTLIER x sigma from both the median of the 3 runs
-   before and that of the 3 runs after (a point next to a step is near one side).
-3. PELT, exact, from ruptures (KernelCPD with the linear kernel: the L2 cost, in C) with a penalty of
-   PENALTY x sigma^2 x log(n), a BIC-like penalty scaled by the series' own noise, and segments of at
-   least MIN_SIZE runs. Each change point is moved to the first run of a commit (the best L2 split
-   among the nearby commits' first runs), so a step never falls between two runs of one commit.
-4. Each step is then judged as Mozilla's Perfherder does: windows of up to `window` runs (inliers)
-   either side, not crossing the neighbouring steps; the medians' ratio must be at least 1 + min_change
-   (either way) and a Welch t-test of the logs must reject "no change" at `alpha`. The weakest failing
-   step goes first, its neighbours move to the best split of their merged segments, and all are judged
-   again until none fails.
-asv's step_detect fits the same piecewise-constant model with an L1 cost, the penalty chosen by an
-information criterion, solved approximately in pure Python; PELT here is exact and takes ~1 ms for 365
-points, and the separate test gives each step a p-value (certainty = 1 - p) that the fit does not; it is
-optimistic, the test being run where the fit put the step. On synthetic series (perf/history/synthetic.py,
-evaluate()): steps of 3 x the noise at their exact commit 81-87 %, of 2 x 57-61 % (knowing both levels,
-the best possible is 86 % and 63 %), within one commit 95-98 % and 83-89 %; 0.003 false steps per 1,000
-runs without steps.
+On the log of the values (steps and noise relative), with the noise sigma from the first differences'
+MAD and outliers left out: PELT, exact (ruptures' KernelCPD, linear kernel), penalty PENALTY x sigma^2 x
+log(n), segments of at least MIN_SIZE runs, each step moved to the first run of a commit; then each
+step tested as Perfherder does (window medians at least 1 + min_change apart, a Welch t-test at
+`alpha`), the weakest failing one merged away until none fails. docs/history.md says why; NOTES.md
+(The results history) has the recall measured on synthetic series.
 """
 
 from __future__ import annotations
