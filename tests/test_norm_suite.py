@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from perf.cases.declare import RUN_FIGURES
 from perf.cases.norm import PROVIDERS
+from perf.harness.bench import Work, derived_figures
 from perf.workloads.norm import norm_workload
 from tests.suite_runs import run_suite
 
@@ -23,6 +25,11 @@ def test_the_suite_runs_with_its_declared_options_and_shows_its_table(tmp_path):
     ]
     assert {x["suite"] for x in results.values()} == {"norm"}  # the bench fixture knows its suite
     assert all(x["gb_per_s"] > 0 and x["rows"] == 256 for x in results.values())
+    # The run figures a declared table may show without a suite recording them are what the harness
+    # records: on the CPU all but the GPU's own, and tokens/s where a call's work counts tokens.
+    not_here = {"gpu_ms", "host_ms", "tokens_per_s"}
+    assert all(set(RUN_FIGURES) - not_here <= set(x) for x in results.values()), sorted(results)
+    assert "tokens_per_s" in derived_figures(0.5, Work(tokens=8), gpu=None)
     assert "norms: GB/s of the model's RMSNorm" in proc.stdout and "model_rms/torch_rms" in proc.stdout
 
     bad, _ = run_suite(tmp_path, "perf/test_norm.py", "--norm-providers=apex", "--collect-only")
