@@ -1,11 +1,12 @@
-"""The Gluon forward (kernels/flash_attention_triton/gluon_forward.py): where attention_forward runs it, and
-its output and L against fp64 on a Hopper GPU (Gluon has no CPU interpreter: those tests skip elsewhere)."""
+"""The Gluon forward and backward (kernels/flash_attention_triton/gluon_forward.py, gluon_backward.py): where
+launch runs them, and their outputs, L and gradients against fp64 on a Hopper GPU (Gluon has no CPU
+interpreter: those tests skip elsewhere)."""
 
 import pytest
 import torch
 
 from kernels import flash_attention_triton as fat
-from kernels.flash_attention_triton import gluon_forward, launch
+from kernels.flash_attention_triton import gluon_backward, gluon_forward, launch
 from tests.attention_checks import BF16, F16, check_against_fp64, random_qkv
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
@@ -74,3 +75,76 @@ def test_non_contiguous_inputs_take_the_triton_forward(gluon_calls):
     )
     check_against_fp64(fat.FlashAttentionTriton, q, k, v, True)
     assert gluon_calls == []
+
+
+@pytest.fixture
+def gluon_backward_calls(monkeypatch) -> list[tuple]:
+    """The shapes the Gluon backward ran in this test, with its thresholds lowered so that small shapes
+    take it."""
+    monkeypatch.delenv(fat.CONFIG_ENV, raising=False)
+    monkeypatch.setattr(launch, "GLUON_BACKWARD_MIN_WORK", 0)
+    monkeypatch.setattr(launch, "GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ", 0)
+    calls = []
+    run = gluon_backward.gluon_attention_backward_into
+
+    def counted(q, *args, **kwargs):
+        calls.append(tuple(q.shape))
+        return run(q, *args, **kwargs)
+
+    monkeypatch.setattr(gluon_backward, "gluon_attention_backward_into", counted)
+    return calls
+
+
+def test_the_gluon_backward_is_left_out_where_it_was_not_written_for(monkeypatch):
+    q = torch.empty(4, 4, 4096, 128, dtype=BF16)
+    assert not launch._gluon_backward_applies(q, q, q, q)  # on the CPU, in the interpreter
+    if not HOPPER:
+        return
+    q = q.cuda()
+    assert launch._gluon_backward_applies(q, q, q, q)
+    strided = q.transpose(1, 2).contiguous().transpose(1, 2)
+    assert launch._gluon_backward_applies(q, q, q, strided)  # dO is copied
+    assert not launch._gluon_backward_applies(q.half(), q, q, q)  # mixed dtypes
+    assert not launch._gluon_backward_applies(q[:, :, :2048], q, q, q)  # other key length
+    assert not launch._gluon_backward_applies(*[torch.empty(4, 32, 4096, 64, dtype=BF16, device="cuda")] * 4)
+    assert not launch._gluon_backward_applies(*[torch.empty(1, 1, 1024, 128, dtype=BF16, device="cuda")] * 4)
+    assert not launch._gluon_backward_applies(strided, q, q, q)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        assert not launch._gluon_backward_applies(q, q, q, q)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    monkeypatch.setenv(fat.CONFIG_ENV, "backward:BLOCK_M1=64,BLOCK_N1=64,BLOCK_M2=64,BLOCK_N2=64")
+    assert not launch._gluon_backward_applies(q, q, q, q)
+    monkeypatch.delenv(fat.CONFIG_ENV)
+    monkeypatch.setattr(launch, "GLUON_BACKWARD", False)
+    assert not launch._gluon_backward_applies(q, q, q, q)
+
+
+@needs_hopper
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [BF16, F16])
+@pytest.mark.parametrize("is_causal", [True, False])
+@pytest.mark.parametrize(
+    ("batch_heads", "seq", "head_dim"),
+    [((2, 2), 2048, 128), ((2, 3), 1000, 128), ((1, 2), 130, 128), ((2, 2), 2048, 64), ((1, 3), 777, 64)],
+    ids=["d128", "d128-ragged", "d128-short", "d64", "d64-ragged"],
+)
+def test_the_gluon_backward_matches_fp64(gluon_backward_calls, dtype, is_causal, batch_heads, seq, head_dim):
+    torch.manual_seed(0)
+    q, k, v = random_qkv(batch_heads, seq, seq, head_dim, dtype, device="cuda")
+    check_against_fp64(fat.FlashAttentionTriton, q, k, v, is_causal)
+    assert gluon_backward_calls == [q.shape]
+
+
+@needs_hopper
+@pytest.mark.gpu
+def test_deterministic_algorithms_take_the_triton_backward(gluon_backward_calls):
+    torch.manual_seed(0)
+    q, k, v = random_qkv((1, 2), 1000, 1000, 128, BF16, device="cuda")
+    torch.use_deterministic_algorithms(True, warn_only=True)  # warn_only: the references' cuBLAS calls
+    try:
+        check_against_fp64(fat.FlashAttentionTriton, q, k, v, True)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert gluon_backward_calls == []

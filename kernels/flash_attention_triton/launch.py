@@ -5,7 +5,9 @@ through tuning's AUTOTUNED. A launch made with a known configuration is kept und
 launches (direct), which also rebuild the TMA descriptors around them.
 
 The forward runs the Gluon kernel of gluon_forward where _gluon_forward_applies (Hopper, 16-bit, head
-dims 64 and 128, equal lengths, contiguous inputs), else the Triton kernel of forward_kernels.
+dims 64 and 128, equal lengths, contiguous inputs), else the Triton kernel of forward_kernels. The
+backward likewise runs the one-pass Gluon kernel of gluon_backward where _gluon_backward_applies (also
+not under deterministic algorithms), else backward_kernels' Triton forms.
 
 Loads: on Hopper and later, 16-bit q, k, v and O move through the tensor memory accelerator (TMA): a
 descriptor per tensor, one asynchronous copy per tile into shared memory, and reads past the end of a
@@ -38,7 +40,7 @@ import os
 import torch
 import triton
 
-from kernels.flash_attention_triton import direct, gluon_forward, tuning
+from kernels.flash_attention_triton import direct, gluon_backward, gluon_forward, tuning
 from kernels.flash_attention_triton.backward_kernels import row_dot_kernel
 from kernels.flash_attention_triton.configs import CONFIG_ENV, forced_configs, interpreting, row_width
 from kernels.flash_attention_triton.tiles import column_major_copy_kernel, head_dim_parts
@@ -194,6 +196,43 @@ def _gluon_forward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
     return _is_hopper(q.device) and gluon_forward.HAVE_GLUON
 
 
+# The Gluon one-pass backward (gluon_backward: five products per tile pair, dQ added by TMA bulk
+# reductions) where it beat this package's Triton backward on an H100 (bf16, batch x seq = 16384, 16
+# heads at head dim 128, 32 at 64): Hopper, 16-bit, equal lengths, contiguous q, k, v; head dim 128 from
+# work 2^35 on ((16, 16, 1024, 128) tied, longer shapes won by 16-25%), head dim 64 from 8192 keys on
+# (shorter ones lost: zeroing and converting the fp32 dQ, ~0.17 ms at 16384 x 32 heads, outweigh the
+# kernel's lead). Not under torch.use_deterministic_algorithms: its dQ adds land in any order.
+# Measurements: NOTES.md, A Gluon one-pass backward. Read at every launch.
+GLUON_BACKWARD = True
+GLUON_BACKWARD_MIN_WORK = 2**35
+GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ = 8192
+
+
+def _gluon_backward_applies(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor
+) -> bool:
+    """Whether attention_backward runs the Gluon kernel: switched on, not forced to a Triton configuration,
+    not deterministic, and inputs and GPU of the kind it was written for (grad_out any layout: copied)."""
+    if not GLUON_BACKWARD or interpreting() or "backward" in forced_configs() or q.device.type != "cuda":
+        return False
+    if torch.are_deterministic_algorithms_enabled():
+        return False
+    batch, heads, seq, head_dim = q.shape
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if not (k.dtype == v.dtype == grad_out.dtype == q.dtype):
+        return False
+    if k.shape != q.shape or v.shape != q.shape or grad_out.shape != q.shape:
+        return False
+    if not all(t.is_contiguous() for t in (q, k, v)):
+        return False
+    if head_dim != 128 and not (head_dim == 64 and seq >= GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ):
+        return False
+    if batch * heads * seq * seq * head_dim < GLUON_BACKWARD_MIN_WORK:
+        return False
+    return _is_hopper(q.device) and gluon_backward.HAVE_GLUON
+
+
 def _settings() -> tuple:
     """What a launch follows from besides its tensors: forced configurations, this module's switches and
     whether torch asks for deterministic algorithms (the backward's form)."""
@@ -277,6 +316,8 @@ def attention_backward(
     bits (tuning.backward_kernel).
     """
     _batch, heads, seq_q, head_dim = q.shape
+    if _gluon_backward_applies(q, k, v, grad_out):
+        return _gluon_backward(q, k, v, out, lse, grad_out.contiguous(), is_causal)
     q, k, v = _unit_stride_head_dim(q), _unit_stride_head_dim(k), _unit_stride_head_dim(v)
     grad_out = _unit_stride_head_dim(grad_out)
     delta = torch.empty_like(lse)
@@ -305,6 +346,23 @@ def attention_backward(
         )  # fmt: skip
         if ran.get("ATOMIC_DQ"):
             tuning.convert_dq(ran["DQ_ACC"], sm_scale, dq)
+    return dq, dk, dv
+
+
+def _gluon_backward(
+    q, k, v, out, lse, grad_out, is_causal
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The Gluon one-pass backward: D by the row-dot kernel, dQ summed in a zeroed fp32 buffer, then
+    scaled and cast (tuning.convert_dq)."""
+    _batch, heads, seq_q, head_dim = q.shape
+    delta = torch.empty_like(lse)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dq_acc = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+    with _on_device(q.device):
+        signature = _signature(is_causal, q, k, v, out, lse, grad_out)
+        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim)
+        gluon_backward.gluon_attention_backward_into(q, k, v, grad_out, lse, delta, dq_acc, dk, dv, is_causal)
+        tuning.convert_dq(dq_acc, 1.0 / math.sqrt(head_dim), dq)
     return dq, dk, dv
 
 

@@ -1,0 +1,296 @@
+"""The FlashAttention backward in Gluon for Hopper (sm_90), FlashAttention-3 style: one pass, five
+matrix products per (key tile, query tile) pair, where the Triton backward (backward_kernels) runs two
+passes and seven. launch.attention_backward runs it where _gluon_backward_applies.
+
+One program per 128 keys and (batch x head), three partitions (gl.warp_specialize):
+
+  * a 1-warp producer: loads K and V once, then Q_i and dO_i (64 query rows each) through TMA into a
+    ring of NUM_STAGES shared-memory buffers, with ready/empty mbarriers as in gluon_forward;
+  * two consumer warpgroups, each owning 64 of the keys. Per query tile, on transposed tiles (keys
+    along rows): S^T = K Q_i^T and dP^T = V dO_i^T (async wgmma, both in flight), P^T = exp2(S^T c - L),
+    dV += P^T dO_i (P^T in registers as the A operand), dS^T = P^T (dP^T - D), dK += dS^T Q_i. dS^T goes
+    to shared memory too; once both warpgroups have written theirs (an mbarrier of count 2), warpgroup
+    c computes dQ_i[:, c*d/2:(c+1)*d/2] = dS K[:, half c] over all 128 keys and adds it into an fp32 dQ
+    (the launcher's dq_acc) by a TMA bulk reduction (cp.reduce.async.bulk), so each dQ element gets one
+    add per key tile. dS is double-buffered: a warpgroup reuses a buffer only after both have passed
+    the next tile's barrier, by when the other's dQ product on it has completed.
+
+Conventions as the one-pass (ATOMIC_DQ) Triton form: L is the forward's natural-log logsumexp, D =
+rowsum(dO * O), dQ is accumulated unscaled (the launcher multiplies by the softmax scale when it
+converts), dK is scaled here. Causal is top-left aligned: a key tile visits query tiles from its own
+start on; tiles crossing the diagonal, a ragged last query tile and a ragged key tile are masked
+(P = 0 there, so dS = 0 and nothing leaks into other rows). Inputs are contiguous (batch, heads, seq,
+d) read through TMA over 2-d (batch*heads*seq, d) views: rows past seq belong to the next head (or
+read as zero past the end); they are masked, and the reductions add exact zeros there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+try:  # Gluon of triton 3.6 (the GPU machine); other releases may lack or rename some of these.
+    from triton._C.libtriton import ir
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language._core import builtin
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    HAVE_GLUON = True
+except ImportError:  # pragma: no cover - only where Gluon is missing
+    HAVE_GLUON = False
+
+LOG2E = 1.4426950408889634
+BLOCK_M = 64  # query rows per step (wgmma N of S^T and dP^T, M of dQ)
+BLOCK_K = 64  # keys per consumer warpgroup (wgmma M)
+BLOCK_N = 2 * BLOCK_K  # keys per program
+MAXNREG = 168  # 3 warpgroups x 128 threads x 168 <= 64K registers; redistributed per partition
+
+
+if HAVE_GLUON:
+
+    @builtin
+    def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+        """global[box at coord] += shared src (cp.reduce.async.bulk.tensor add): Triton 3.6 builds the
+        op (ttng.async_tma_reduce) but Gluon exposes no wrapper. Completes like a TMA store (store_wait)."""
+        coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+        _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord,
+                                                  src.handle)  # fmt: skip
+
+    @gluon.jit
+    def _producer(q_desc, do_desc, k_desc, v_desc, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready, q_empty,
+                  do_ready, do_empty, row_kv, start_n, m_lo, n_iters, BLOCK_M: gl.constexpr,
+                  NUM_STAGES: gl.constexpr):  # fmt: skip
+        """TMA loads: K and V once, then Q_i and dO_i into stage i % NUM_STAGES."""
+        mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [row_kv + start_n, 0], kv_bar, k_smem)
+        tma.async_copy_global_to_shared(v_desc, [row_kv + start_n, 0], kv_bar, v_smem)
+        for i in range(n_iters):
+            st = i % NUM_STAGES
+            ph = (i // NUM_STAGES) & 1
+            row = row_kv + m_lo + i * BLOCK_M
+            # A fresh barrier counts as having completed phase 1: the first round passes at once.
+            mbarrier.wait(q_empty.index(st), ph ^ 1)
+            mbarrier.expect(q_ready.index(st), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [row, 0], q_ready.index(st), q_smem.index(st))
+            mbarrier.wait(do_empty.index(st), ph ^ 1)
+            mbarrier.expect(do_ready.index(st), do_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(do_desc, [row, 0], do_ready.index(st), do_smem.index(st))
+
+    @gluon.jit
+    def _consumer(c: gl.constexpr, dq_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_smem, v_smem, q_smem,
+                  do_smem, ds_smem, dq_smem, kv_bar, q_ready, q_empty, do_ready, do_empty, ds_bar, row_kv,
+                  start_n, m_lo,
+                  n_iters, seq, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_K: gl.constexpr, NUM_STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr):  # fmt: skip
+        """One warpgroup: dK, dV of keys start_n + c*BLOCK_K .. + BLOCK_K, and half c of each dQ_i."""
+        dtype: gl.constexpr = q_smem.dtype
+        HALF: gl.constexpr = HEAD_DIM // 2
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16]
+        )
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+        )
+        dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
+        )
+        op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+        col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
+
+        key0 = start_n + c * BLOCK_K
+        keys = key0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(1, s_layout))
+        k_c = k_smem.slice(c * BLOCK_K, BLOCK_K)  # this warpgroup's keys, all columns
+        v_c = v_smem.slice(c * BLOCK_K, BLOCK_K)
+        k_half = k_smem.slice(c * HALF, HALF, dim=1)  # all keys, this warpgroup's half of the columns
+        s_zero = gl.zeros([BLOCK_K, BLOCK_M], gl.float32, layout=s_layout)
+        dq_zero = gl.zeros([BLOCK_M, HALF], gl.float32, layout=dq_layout)
+        dk = gl.zeros([BLOCK_K, HEAD_DIM], gl.float32, layout=acc_layout)
+        dv = gl.zeros([BLOCK_K, HEAD_DIM], gl.float32, layout=acc_layout)
+        offs_1 = gl.arange(0, BLOCK_M, layout=gl.BlockedLayout([1], [32], [4], [0]))
+
+        mbarrier.wait(kv_bar, 0)
+        for i in range(n_iters):
+            st = i % NUM_STAGES
+            ph = (i // NUM_STAGES) & 1
+            m0 = m_lo + i * BLOCK_M
+            # L and D of the tile: one element per thread (few registers), spread to the columns later.
+            in_seq = (m0 + offs_1) < seq
+            lse2 = gl.load(lse_ptr + (row_kv + m0) + offs_1, mask=in_seq, other=0.0) * 1.4426950408889634
+            delta = gl.load(delta_ptr + (row_kv + m0) + offs_1, mask=in_seq, other=0.0)
+            q = q_smem.index(st)
+            do = do_smem.index(st)
+            mbarrier.wait(q_ready.index(st), ph)
+            s_tok = warpgroup_mma(k_c, q.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            mbarrier.wait(do_ready.index(st), ph)
+            dp_tok = warpgroup_mma(v_c, do.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            s = warpgroup_mma_wait(1, deps=[s_tok])  # in order: S^T done, dP^T may still run
+            p = gl.exp2(s * qk_scale - gl.expand_dims(gl.convert_layout(lse2, col_s), 0))
+            masked = (m0 + BLOCK_M > seq) | (key0 + BLOCK_K > seq)
+            if IS_CAUSAL:
+                masked = masked | (m0 < key0 + BLOCK_K)
+            if masked:  # keys past seq, queries past seq, and (causal) keys after the query
+                cols = m0 + gl.arange(0, BLOCK_M, layout=col_s)
+                keep = (gl.expand_dims(keys, 1) < seq) & gl.expand_dims(cols < seq, 0)
+                if IS_CAUSAL:
+                    keep = keep & (gl.expand_dims(keys, 1) <= gl.expand_dims(cols, 0))
+                p = gl.where(keep, p, 0.0)
+            dp = warpgroup_mma_wait(0, deps=[dp_tok])
+            ds = (p * (dp - gl.expand_dims(gl.convert_layout(delta, col_s), 0))).to(dtype)
+            p_op = gl.convert_layout(p.to(dtype), op_layout)
+            dv_tok = warpgroup_mma(p_op, do, dv, is_async=True)
+            ds_op = gl.convert_layout(ds, op_layout)
+            dk_tok = warpgroup_mma(ds_op, q, dk, is_async=True)
+            buf = i % 2
+            ds_smem.index(buf).slice(c * BLOCK_K, BLOCK_K).store(ds)
+            fence_async_shared()
+            gl.thread_barrier()  # all four warps' dS^T written before the one arrive
+            mbarrier.arrive(ds_bar.index(buf))
+            mbarrier.wait(ds_bar.index(buf), (i // 2) & 1)  # the other warpgroup's dS^T is there too
+            dq_tok = warpgroup_mma(ds_smem.index(buf).permute((1, 0)), k_half, dq_zero, use_acc=False,
+                                   is_async=True)  # fmt: skip
+            dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, p_op, ds_op])
+            mbarrier.arrive(do_empty.index(st))
+            mbarrier.arrive(q_empty.index(st))
+            # dQ_i's half: staged in shared memory (after the last reduction from it has read it), then
+            # one bulk add in L2. Rows past seq hold exact zeros.
+            tma.store_wait(0)
+            dq_smem.store(dq)
+            fence_async_shared()
+            _tma_reduce_add(dq_desc, [row_kv + m0, c * HALF], dq_smem)
+
+        # Epilogue: dK (times the softmax scale) and dV in the input dtype, rows past seq not stored.
+        tma.store_wait(0)
+        rows = key0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(1, acc_layout))
+        offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
+        offsets = gl.expand_dims((row_kv + rows).to(gl.int64) * HEAD_DIM, 1) + gl.expand_dims(offs_d, 0)
+        row_ok = gl.expand_dims(rows < seq, 1)
+        gl.store(dk_ptr + offsets, (dk * sm_scale).to(dtype), mask=row_ok)
+        gl.store(dv_ptr + offsets, dv.to(dtype), mask=row_ok)
+
+    @gluon.jit
+    def _attention_backward_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, dk_ptr, dv_ptr, lse_ptr,
+                                   delta_ptr,
+                                   seq, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, IS_CAUSAL: gl.constexpr,
+                                   BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
+                                   NUM_STAGES: gl.constexpr):  # fmt: skip
+        BLOCK_N: gl.constexpr = 2 * BLOCK_K
+        HALF: gl.constexpr = HEAD_DIM // 2
+        dtype: gl.constexpr = q_desc.dtype
+        # Grid (key tiles, batch*heads): under causal the first key tiles see the most queries and
+        # start first; one head's key tiles run together and share its Q and dO in L2.
+        start_n = gl.program_id(0) * BLOCK_N
+        row_kv = gl.program_id(1) * seq  # first row of this head in the 2-d views
+        m_lo = 0
+        if IS_CAUSAL:
+            m_lo = start_n  # earlier queries see none of these keys
+        n_iters = gl.cdiv(seq - m_lo, BLOCK_M)
+
+        k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], v_desc.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], q_desc.layout)
+        do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)
+        ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
+        ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], ds_layout)
+        dq0_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HALF], dq_desc.layout)
+        dq1_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HALF], dq_desc.layout)
+        kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        do_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        do_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        ds_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(kv_bar, count=1)
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(q_ready.index(i), count=1)
+            mbarrier.init(do_ready.index(i), count=1)
+            mbarrier.init(q_empty.index(i), count=2)  # one arrive per consumer warpgroup
+            mbarrier.init(do_empty.index(i), count=2)
+        for i in gl.static_range(2):
+            mbarrier.init(ds_bar.index(i), count=2)
+
+        gl.warp_specialize([
+            (_consumer, (0, dq_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_smem, v_smem, q_smem, do_smem,
+                         ds_smem, dq0_smem, kv_bar, q_ready, q_empty, do_ready, do_empty, ds_bar, row_kv,
+                         start_n, m_lo, n_iters, seq, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_K,
+                         NUM_STAGES, IS_CAUSAL)),
+            (_consumer, (1, dq_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_smem, v_smem, q_smem, do_smem,
+                         ds_smem, dq1_smem, kv_bar, q_ready, q_empty, do_ready, do_empty, ds_bar, row_kv,
+                         start_n, m_lo, n_iters, seq, qk_scale, sm_scale, HEAD_DIM, BLOCK_M, BLOCK_K,
+                         NUM_STAGES, IS_CAUSAL)),
+            (_producer, (q_desc, do_desc, k_desc, v_desc, k_smem, v_smem, q_smem, do_smem, kv_bar, q_ready,
+                         q_empty, do_ready, do_empty, row_kv, start_n, m_lo, n_iters, BLOCK_M, NUM_STAGES)),
+        ], [4, 1], [240, 24])  # fmt: skip
+
+
+_GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def _stages(head_dim: int) -> int:
+    """Q/dO ring depth. Head dim 128 fits only 2 in 227 KB beside K, V, dS and the dQ staging; at 64,
+    3 and 4 stages measured no faster than 2 (within 2%, 4 slower at 4096)."""
+    return 2
+
+
+def gluon_attention_backward_into(
+    q, k, v, grad_out, lse, delta, dq_acc, dk, dv, is_causal, *, num_stages=None
+) -> None:
+    """Launch the kernel: adds the unscaled dQ into dq_acc (fp32, zeroed by the caller) and writes dk, dv.
+    All tensors contiguous (batch, heads, seq, d), L and D (batch, heads, seq) fp32."""
+    batch, heads, seq, head_dim = q.shape
+    rows = batch * heads * seq
+    gl_dtype = getattr(gl, _GL_DTYPES[q.dtype])
+    q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, head_dim], gl_dtype)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, head_dim], gl_dtype)
+    dq_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, head_dim // 2], gl.float32)
+
+    def desc(t, block, layout):
+        return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], block, layout)
+
+    q_desc = desc(q, [BLOCK_M, head_dim], q_layout)
+    do_desc = desc(grad_out, [BLOCK_M, head_dim], q_layout)
+    k_desc = desc(k, [BLOCK_N, head_dim], kv_layout)
+    v_desc = desc(v, [BLOCK_N, head_dim], kv_layout)
+    dq_desc = desc(dq_acc, [BLOCK_M, head_dim // 2], dq_layout)
+    sm_scale = 1.0 / math.sqrt(head_dim)
+    grid = (triton.cdiv(seq, BLOCK_N), batch * heads)
+    with torch.cuda.device(q.device):
+        _attention_backward_kernel[grid](
+            q_desc, do_desc, k_desc, v_desc, dq_desc, dk, dv, lse, delta, seq, sm_scale * LOG2E, sm_scale,
+            HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), BLOCK_M=BLOCK_M, BLOCK_K=BLOCK_K,
+            NUM_STAGES=num_stages or _stages(head_dim), num_warps=4, maxnreg=MAXNREG,
+        )  # fmt: skip
+
+
+def gluon_attention_backward(q, k, v, out, lse, grad_out, is_causal, *, delta=None, num_stages=None):
+    """dQ, dK, dV (batch, heads, seq, d) in q's dtype from the forward's O and L (natural log, fp32).
+
+    delta = rowsum(dO * O) (batch, heads, seq) fp32 if the caller has it (launch computes it with its
+    row-dot kernel), else computed here with torch. For experiments: num_stages, the Q/dO ring depth."""
+    if not HAVE_GLUON:
+        raise RuntimeError("triton.experimental.gluon (Hopper) is not available")
+    if q.dtype not in _GL_DTYPES or any(t.dtype != q.dtype for t in (k, v, grad_out)):
+        raise ValueError(f"bf16 or fp16 inputs of one dtype expected, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dim() != 4 or any(t.shape != q.shape for t in (k, v, grad_out)):
+        raise ValueError(f"q, k, v, dO of one (batch, heads, seq, head_dim) shape expected: {q.shape}")
+    if q.shape[-1] not in (64, 128):
+        raise ValueError(f"head_dim 64 or 128 expected, got {q.shape[-1]}")
+    q, k, v, grad_out, lse = (t.contiguous() for t in (q, k, v, grad_out, lse))
+    if delta is None:
+        delta = (grad_out.float() * out.float()).sum(-1)
+    dq_acc = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    gluon_attention_backward_into(q, k, v, grad_out, lse, delta.contiguous(), dq_acc, dk, dv, is_causal,
+                                  num_stages=num_stages)  # fmt: skip
+    dq = torch.empty_like(q)
+    torch.mul(dq_acc, 1.0 / math.sqrt(q.shape[-1]), out=dq)
+    return dq, dk, dv
