@@ -34,12 +34,15 @@ class Tier:
     cells: tuple[tuple[str, Cell], ...] | None = None
 
     def __getattr__(self, name: str) -> Any:
+        """An axis's values or a computed argument by name; tests/test_tier_lookups.py checks every name
+        the code reads against the declarations."""
         values = self.__dict__.get("values", {})
         if name in values:
             return values[name]
         if name in DERIVED:
             return DERIVED[name].compute(self)
-        raise AttributeError(f"tier {self.__dict__.get('name')!r} has no axis {name!r}")
+        known = ", ".join(sorted({*values, *DERIVED}))
+        raise AttributeError(f"tier {self.__dict__.get('name')!r} has no axis {name!r}; it has {known}")
 
     def keeps(self, node_id: str, params: Mapping[str, Any]) -> bool:
         """Whether the tier runs the benchmark of this node id ('perf/test_x.py::test_y[ids]') with these

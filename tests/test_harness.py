@@ -365,9 +365,9 @@ def test_end_to_end_flash_triton_skips_without_a_gpu_and_the_cpu_tier_leaves_it_
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 skipped" in proc.stdout
     assert proc.stdout.count("flash_triton: the Triton kernel needs a CUDA GPU; this run is on cpu") == 2
-    cpu_tier = _child_pytest(tmp_path, "perf/test_end_to_end.py", "--collect-only", "--presets=tiny")
-    assert cpu_tier.returncode == 0 and "sdpa-tiny" in cpu_tier.stdout
-    assert "flash_triton" not in cpu_tier.stdout
+    collected = _child_pytest(tmp_path, "perf/test_end_to_end.py", "--collect-only", "--presets=tiny")
+    assert collected.returncode == 0 and "sdpa-tiny" in collected.stdout
+    assert "flash_triton" not in collected.stdout
 
 
 def test_pytest_benchmarks_private_clock_is_what_record_rounds_replays_durations_through():
