@@ -15,6 +15,18 @@ needs_hopper = pytest.mark.skipif(
 )
 
 
+def on_hopper_in_each_dtype_and_mask(test):
+    """A GPU test on Hopper, run in bf16 and fp16, causal and full."""
+    for mark in (
+        pytest.mark.parametrize("is_causal", [True, False]),
+        pytest.mark.parametrize("dtype", [BF16, F16]),
+        pytest.mark.gpu,
+        needs_hopper,
+    ):
+        test = mark(test)
+    return test
+
+
 @pytest.fixture
 def gluon_calls(monkeypatch) -> list[tuple]:
     """The shapes the Gluon forward ran in this test, with the configuration left to the launcher."""
@@ -49,10 +61,7 @@ def test_the_gluon_forward_is_left_out_where_it_was_not_written_for(monkeypatch)
     assert not launch._gluon_forward_applies(q, q, q)
 
 
-@needs_hopper
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [BF16, F16])
-@pytest.mark.parametrize("is_causal", [True, False])
+@on_hopper_in_each_dtype_and_mask
 @pytest.mark.parametrize(
     ("batch_heads", "seq", "head_dim"),
     [((2, 4), 4096, 128), ((4, 2), 3000, 128), ((1, 2), 8192, 64), ((1, 3), 8200, 64)],  # work >= 2^33
@@ -121,10 +130,7 @@ def test_the_gluon_backward_is_left_out_where_it_was_not_written_for(monkeypatch
     assert not launch._gluon_backward_applies(q, q, q, q)
 
 
-@needs_hopper
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [BF16, F16])
-@pytest.mark.parametrize("is_causal", [True, False])
+@on_hopper_in_each_dtype_and_mask
 @pytest.mark.parametrize(
     ("batch_heads", "seq", "head_dim"),
     [((2, 2), 2048, 128), ((2, 3), 1000, 128), ((1, 2), 130, 128), ((2, 2), 2048, 64), ((1, 3), 777, 64)],

@@ -31,7 +31,15 @@ import math
 import torch
 import triton
 
-try:  # Gluon of triton 3.6 (the GPU machine); other releases may lack or rename some of these.
+from kernels.flash_attention_triton.gluon_forward import (
+    HAVE_GLUON,
+    LOG2E,
+    check_inputs,
+    row_descriptor,
+    shared_layout,
+)
+
+if HAVE_GLUON:  # Gluon of triton 3.6, as gluon_forward imports it, and what only the backward needs
     from triton._C.libtriton import ir
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -43,13 +51,7 @@ try:  # Gluon of triton 3.6 (the GPU machine); other releases may lack or rename
         warpgroup_mma,
         warpgroup_mma_wait,
     )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    HAVE_GLUON = True
-except ImportError:  # pragma: no cover - only where Gluon is missing
-    HAVE_GLUON = False
-
-LOG2E = 1.4426950408889634
 BLOCK_M = 64  # query rows per step (wgmma N of S^T and dP^T, M of dQ)
 BLOCK_K = 64  # keys per consumer warpgroup (wgmma M)
 BLOCK_N = 2 * BLOCK_K  # keys per program
@@ -232,9 +234,6 @@ if HAVE_GLUON:
         ], [4, 1], [240, 24])  # fmt: skip
 
 
-_GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
-
-
 def _stages(head_dim: int) -> int:
     """Q/dO ring depth. Head dim 128 fits only 2 in 227 KB beside K, V, dS and the dQ staging; at 64,
     3 and 4 stages measured no faster than 2 (within 2%, 4 slower at 4096)."""
@@ -247,14 +246,10 @@ def gluon_attention_backward_into(
     """Launch the kernel: adds the unscaled dQ into dq_acc (fp32, zeroed by the caller) and writes dk, dv.
     All tensors contiguous (batch, heads, seq, d), L and D (batch, heads, seq) fp32."""
     batch, heads, seq, head_dim = q.shape
-    rows = batch * heads * seq
-    gl_dtype = getattr(gl, _GL_DTYPES[q.dtype])
-    q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, head_dim], gl_dtype)
-    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, head_dim], gl_dtype)
-    dq_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, head_dim // 2], gl.float32)
-
-    def desc(t, block, layout):
-        return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], block, layout)
+    q_layout = shared_layout([BLOCK_M, head_dim], q.dtype)
+    kv_layout = shared_layout([BLOCK_N, head_dim], q.dtype)
+    dq_layout = shared_layout([BLOCK_M, head_dim // 2], "float32")
+    desc = row_descriptor
 
     q_desc = desc(q, [BLOCK_M, head_dim], q_layout)
     do_desc = desc(grad_out, [BLOCK_M, head_dim], q_layout)
@@ -276,14 +271,7 @@ def gluon_attention_backward(q, k, v, out, lse, grad_out, is_causal, *, delta=No
 
     delta = rowsum(dO * O) (batch, heads, seq) fp32 if the caller has it (launch computes it with its
     row-dot kernel), else computed here with torch. For experiments: num_stages, the Q/dO ring depth."""
-    if not HAVE_GLUON:
-        raise RuntimeError("triton.experimental.gluon (Hopper) is not available")
-    if q.dtype not in _GL_DTYPES or any(t.dtype != q.dtype for t in (k, v, grad_out)):
-        raise ValueError(f"bf16 or fp16 inputs of one dtype expected, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.dim() != 4 or any(t.shape != q.shape for t in (k, v, grad_out)):
-        raise ValueError(f"q, k, v, dO of one (batch, heads, seq, head_dim) shape expected: {q.shape}")
-    if q.shape[-1] not in (64, 128):
-        raise ValueError(f"head_dim 64 or 128 expected, got {q.shape[-1]}")
+    check_inputs(q, k, v, grad_out)
     q, k, v, grad_out, lse = (t.contiguous() for t in (q, k, v, grad_out, lse))
     if delta is None:
         delta = (grad_out.float() * out.float()).sum(-1)

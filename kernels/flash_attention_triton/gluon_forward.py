@@ -222,6 +222,34 @@ if HAVE_GLUON:
 _GL_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
+def check_inputs(*tensors: torch.Tensor) -> None:
+    """What both Gluon kernels take: Gluon present, bf16 or fp16 tensors of one dtype and one (batch,
+    heads, seq, head_dim) shape, head dim 64 or 128; a ValueError naming what is accepted otherwise."""
+    if not HAVE_GLUON:
+        raise RuntimeError("triton.experimental.gluon (Hopper) is not available")
+    q = tensors[0]
+    if q.dtype not in _GL_DTYPES or any(t.dtype != q.dtype for t in tensors):
+        raise ValueError(f"bf16 or fp16 inputs of one dtype expected, got {[t.dtype for t in tensors]}")
+    if q.dim() != 4 or any(t.shape != q.shape for t in tensors):
+        raise ValueError(
+            f"inputs of one (batch, heads, seq, head_dim) shape expected: {[t.shape for t in tensors]}"
+        )
+    if q.shape[-1] not in (64, 128):
+        raise ValueError(f"head_dim 64 or 128 expected, got {q.shape[-1]}")
+
+
+def shared_layout(block: list[int], dtype: torch.dtype | str):
+    """The NVMMA shared-memory layout of a TMA block of a torch dtype (or a Gluon dtype's name)."""
+    return gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _GL_DTYPES.get(dtype, dtype)))
+
+
+def row_descriptor(t: torch.Tensor, block: list[int], layout):
+    """A TMA descriptor over a contiguous (batch, heads, seq, d) tensor as (batch*heads*seq, d) rows."""
+    head_dim = t.shape[-1]
+    rows = t.numel() // head_dim
+    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], block, layout)
+
+
 def _stages(head_dim: int) -> int:
     """K/V ring depth: what fits in 227 KB of shared memory beside the two Q tiles."""
     return 2 if head_dim == 128 else 3
@@ -238,27 +266,14 @@ def gluon_attention_forward(
     """O (batch, heads, seq, d) in q's dtype and L = logsumexp (batch, heads, seq) in fp32.
 
     For experiments: num_stages, the depth of the K/V ring (default: _stages)."""
-    if not HAVE_GLUON:
-        raise RuntimeError("triton.experimental.gluon (Hopper) is not available")
-    if q.dtype not in _GL_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"bf16 or fp16 inputs of one dtype expected, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(
-            f"q, k, v of one (batch, heads, seq, head_dim) shape expected: {q.shape} {k.shape} {v.shape}"
-        )
+    check_inputs(q, k, v)
     batch, heads, seq, head_dim = q.shape
-    if head_dim not in (64, 128):
-        raise ValueError(f"head_dim 64 or 128 expected, got {head_dim}")
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     out = torch.empty_like(q)
     lse = torch.empty(batch, heads, seq, device=q.device, dtype=torch.float32)
-    rows = batch * heads * seq
-    gl_dtype = getattr(gl, _GL_DTYPES[q.dtype])
-    q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_Q, head_dim], gl_dtype)
-    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, head_dim], gl_dtype)
-
-    def desc(t, block, layout):
-        return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], block, layout)
+    q_layout = shared_layout([BLOCK_Q, head_dim], q.dtype)
+    kv_layout = shared_layout([BLOCK_N, head_dim], q.dtype)
+    desc = row_descriptor
 
     q_desc = desc(q, [BLOCK_Q, head_dim], q_layout)
     o_desc = desc(out, [BLOCK_Q, head_dim], q_layout)

@@ -180,18 +180,25 @@ GLUON_HEAD_DIM_64_MIN_SEQ = 8192
 
 
 def _gluon_forward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether attention_forward runs the Gluon kernel for these (batch, heads, seq, d) inputs: switched
-    on, not forced to a Triton configuration, and inputs and GPU of the kind it was written for."""
-    if not GLUON_FORWARD or interpreting() or "forward" in forced_configs() or q.device.type != "cuda":
+    """Whether attention_forward runs the Gluon kernel for these (batch, heads, seq, d) inputs."""
+    return GLUON_FORWARD and _gluon_fits("forward", GLUON_MIN_WORK, GLUON_HEAD_DIM_64_MIN_SEQ, q, k, v)
+
+
+def _gluon_fits(kernel: str, min_work: int, head_dim_64_min_seq: int, q, k, v, *others) -> bool:
+    """Whether a Gluon kernel was written for these inputs and GPU: not forced to a Triton configuration,
+    Hopper, 16-bit tensors of one dtype and shape (q, k, v contiguous; `others` may be copied), head dim
+    128 or 64 from `head_dim_64_min_seq` keys, and at least `min_work` of batch x heads x seq² x d."""
+    if interpreting() or kernel in forced_configs() or q.device.type != "cuda":
         return False
     batch, heads, seq, head_dim = q.shape
-    if q.dtype not in (torch.bfloat16, torch.float16) or not (k.dtype == v.dtype == q.dtype):
+    tensors = (q, k, v, *others)
+    if q.dtype not in (torch.bfloat16, torch.float16) or any(t.dtype != q.dtype for t in tensors):
         return False
-    if k.shape != q.shape or v.shape != q.shape or not all(t.is_contiguous() for t in (q, k, v)):
+    if any(t.shape != q.shape for t in tensors) or not all(t.is_contiguous() for t in (q, k, v)):
         return False
-    if head_dim != 128 and not (head_dim == 64 and seq >= GLUON_HEAD_DIM_64_MIN_SEQ):
+    if head_dim != 128 and not (head_dim == 64 and seq >= head_dim_64_min_seq):
         return False
-    if batch * heads * seq * seq * head_dim < GLUON_MIN_WORK:
+    if batch * heads * seq * seq * head_dim < min_work:
         return False
     return _is_hopper(q.device) and gluon_forward.HAVE_GLUON
 
@@ -211,26 +218,12 @@ GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ = 8192
 def _gluon_backward_applies(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor
 ) -> bool:
-    """Whether attention_backward runs the Gluon kernel: switched on, not forced to a Triton configuration,
-    not deterministic, and inputs and GPU of the kind it was written for (grad_out any layout: copied)."""
-    if not GLUON_BACKWARD or interpreting() or "backward" in forced_configs() or q.device.type != "cuda":
+    """Whether attention_backward runs the Gluon kernel: as the forward, and not deterministic."""
+    if not GLUON_BACKWARD or torch.are_deterministic_algorithms_enabled():
         return False
-    if torch.are_deterministic_algorithms_enabled():
-        return False
-    batch, heads, seq, head_dim = q.shape
-    if q.dtype not in (torch.bfloat16, torch.float16):
-        return False
-    if not (k.dtype == v.dtype == grad_out.dtype == q.dtype):
-        return False
-    if k.shape != q.shape or v.shape != q.shape or grad_out.shape != q.shape:
-        return False
-    if not all(t.is_contiguous() for t in (q, k, v)):
-        return False
-    if head_dim != 128 and not (head_dim == 64 and seq >= GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ):
-        return False
-    if batch * heads * seq * seq * head_dim < GLUON_BACKWARD_MIN_WORK:
-        return False
-    return _is_hopper(q.device) and gluon_backward.HAVE_GLUON
+    return _gluon_fits(
+        "backward", GLUON_BACKWARD_MIN_WORK, GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ, q, k, v, grad_out
+    )
 
 
 def _settings() -> tuple:
