@@ -3,6 +3,7 @@ and, per tier, the values of the axes its benchmarks take (the declarations of p
 
     python -m perf.listing                 every tier
     python -m perf.listing --tier default  one tier
+    python -m perf.listing --options       every suite's options, with their help
 
 docs/suites.md explains the suites; this lists them, so that a new suite is listed once its file exists.
 """
@@ -14,7 +15,7 @@ import ast
 from pathlib import Path
 
 from perf.cases.declare import TIER_NAMES, Axis, Derived
-from perf.tiers import PARAMETERS, TIERS
+from perf.tiers import PARAMETERS, SUITES, TIERS
 
 PERF = Path(__file__).resolve().parent
 MOST_VALUES_SHOWN = 6  # more are counted, not listed
@@ -63,11 +64,22 @@ def lines(tiers: list[str]) -> list[str]:
     return out
 
 
+def options() -> list[str]:
+    """Every option the suites declare (an axis's or a flag's), its help and its suite, one a line."""
+    out = []
+    for suite in SUITES:
+        named = [(f"--{a.option}", a.help) for a in suite.axes if isinstance(a, Axis) and a.option]
+        named += [(f"--{f.option}", f.help) for f in suite.flags]
+        out += [f"{option:<28} {text} (suite {suite.name})" for option, text in named]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf.listing", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tier", action="append", choices=TIER_NAMES, help="a tier to show (repeatable)")
+    parser.add_argument("--options", action="store_true", help="the suites' options instead, with their help")
     args = parser.parse_args(argv)
-    print("\n".join(lines(args.tier or list(TIER_NAMES))))
+    print("\n".join(options() if args.options else lines(args.tier or list(TIER_NAMES))))
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from perf import listing
+from perf.tiers import AXES, FLAGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,3 +57,12 @@ def test_docs_name_only_suite_files_that_exist():
     assert named and not named - existing, (
         f"docs/suites.md names {sorted(named - existing)}, which do not exist"
     )
+
+
+def test_the_options_listing_names_every_declared_option_with_its_help_and_suite(capsys):
+    assert listing.main(["--options"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    norm = next(line for line in out if line.startswith("--norm-widths "))
+    assert "hidden widths of the norm suite" in norm and norm.endswith("(suite norm)")
+    declared = {a.option for a in AXES if a.option} | {f.option for f in FLAGS}
+    assert {line.split()[0].removeprefix("--") for line in out} == declared
