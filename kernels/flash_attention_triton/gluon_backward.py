@@ -52,6 +52,8 @@ if HAVE_GLUON:  # Gluon of triton 3.6, as gluon_forward imports it, and what onl
         warpgroup_mma_wait,
     )
 
+    from kernels.flash_attention_triton.gluon_forward import load_into_ring
+
 BLOCK_M = 64  # query rows per step (wgmma N of S^T and dP^T, M of dQ)
 BLOCK_K = 64  # keys per consumer warpgroup (wgmma M)
 BLOCK_N = 2 * BLOCK_K  # keys per program
@@ -77,16 +79,9 @@ if HAVE_GLUON:
         tma.async_copy_global_to_shared(k_desc, [row_kv + start_n, 0], kv_bar, k_smem)
         tma.async_copy_global_to_shared(v_desc, [row_kv + start_n, 0], kv_bar, v_smem)
         for i in range(n_iters):
-            st = i % NUM_STAGES
-            ph = (i // NUM_STAGES) & 1
             row = row_kv + m_lo + i * BLOCK_M
-            # A fresh barrier counts as having completed phase 1: the first round passes at once.
-            mbarrier.wait(q_empty.index(st), ph ^ 1)
-            mbarrier.expect(q_ready.index(st), q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [row, 0], q_ready.index(st), q_smem.index(st))
-            mbarrier.wait(do_empty.index(st), ph ^ 1)
-            mbarrier.expect(do_ready.index(st), do_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(do_desc, [row, 0], do_ready.index(st), do_smem.index(st))
+            load_into_ring(q_desc, q_smem, q_ready, q_empty, row, i, NUM_STAGES)
+            load_into_ring(do_desc, do_smem, do_ready, do_empty, row, i, NUM_STAGES)
 
     @gluon.jit
     def _consumer(c: gl.constexpr, dq_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_smem, v_smem, q_smem,
@@ -244,7 +239,9 @@ def gluon_attention_backward_into(
     q, k, v, grad_out, lse, delta, dq_acc, dk, dv, is_causal, *, num_stages=None
 ) -> None:
     """Launch the kernel: adds the unscaled dQ into dq_acc (fp32, zeroed by the caller) and writes dk, dv.
-    All tensors contiguous (batch, heads, seq, d), L and D (batch, heads, seq) fp32."""
+    All tensors contiguous (batch, heads, seq, d), L and D (batch, heads, seq) fp32. launch._gluon_backward
+    computes D, zeroes dq_acc and converts it."""
+    check_inputs(q, k, v, grad_out)
     batch, heads, seq, head_dim = q.shape
     q_layout = shared_layout([BLOCK_M, head_dim], q.dtype)
     kv_layout = shared_layout([BLOCK_N, head_dim], q.dtype)
@@ -264,21 +261,3 @@ def gluon_attention_backward_into(
             HEAD_DIM=head_dim, IS_CAUSAL=bool(is_causal), BLOCK_M=BLOCK_M, BLOCK_K=BLOCK_K,
             NUM_STAGES=num_stages or _stages(head_dim), num_warps=4, maxnreg=MAXNREG,
         )  # fmt: skip
-
-
-def gluon_attention_backward(q, k, v, out, lse, grad_out, is_causal, *, delta=None, num_stages=None):
-    """dQ, dK, dV (batch, heads, seq, d) in q's dtype from the forward's O and L (natural log, fp32).
-
-    delta = rowsum(dO * O) (batch, heads, seq) fp32 if the caller has it (launch computes it with its
-    row-dot kernel), else computed here with torch. For experiments: num_stages, the Q/dO ring depth."""
-    check_inputs(q, k, v, grad_out)
-    q, k, v, grad_out, lse = (t.contiguous() for t in (q, k, v, grad_out, lse))
-    if delta is None:
-        delta = (grad_out.float() * out.float()).sum(-1)
-    dq_acc = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
-    gluon_attention_backward_into(q, k, v, grad_out, lse, delta.contiguous(), dq_acc, dk, dv, is_causal,
-                                  num_stages=num_stages)  # fmt: skip
-    dq = torch.empty_like(q)
-    torch.mul(dq_acc, 1.0 / math.sqrt(q.shape[-1]), out=dq)
-    return dq, dk, dv

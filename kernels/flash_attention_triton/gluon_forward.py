@@ -61,16 +61,19 @@ if HAVE_GLUON:
         tma.async_copy_global_to_shared(q_desc, [row_q, 0], q_bar, q_smem.index(0))
         tma.async_copy_global_to_shared(q_desc, [row_q + BLOCK_Q, 0], q_bar, q_smem.index(1))
         for j in range(n_tiles):
-            st = j % NUM_STAGES
-            ph = (j // NUM_STAGES) & 1
             row = row_kv + j * BLOCK_N
-            # A fresh barrier counts as having completed phase 1: the first round passes at once.
-            mbarrier.wait(k_empty.index(st), ph ^ 1)
-            mbarrier.expect(k_ready.index(st), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [row, 0], k_ready.index(st), k_smem.index(st))
-            mbarrier.wait(v_empty.index(st), ph ^ 1)
-            mbarrier.expect(v_ready.index(st), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [row, 0], v_ready.index(st), v_smem.index(st))
+            load_into_ring(k_desc, k_smem, k_ready, k_empty, row, j, NUM_STAGES)
+            load_into_ring(v_desc, v_smem, v_ready, v_empty, row, j, NUM_STAGES)
+
+    @gluon.jit
+    def load_into_ring(desc, smem, ready, empty, row, j, NUM_STAGES: gl.constexpr):
+        """The producer's step of a ring of NUM_STAGES buffers: wait until load j's stage is released, then
+        TMA-load desc's tile at `row` into it, completing on its ready barrier (both Gluon kernels)."""
+        st = j % NUM_STAGES
+        # A fresh barrier counts as having completed phase 1: the first round passes at once.
+        mbarrier.wait(empty.index(st), ((j // NUM_STAGES) & 1) ^ 1)
+        mbarrier.expect(ready.index(st), desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(desc, [row, 0], ready.index(st), smem.index(st))
 
     @gluon.jit
     def _softmax_step(s, m_i, l_i, rows, cols, masked, seq, qk_scale, IS_CAUSAL: gl.constexpr):

@@ -9,7 +9,7 @@ static batch (perf/workloads/capture.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -73,7 +73,7 @@ class LMWorkload:
     model: nn.Module  # as built: its parameters are the ones each step trains
     # What results record of the step: preset, impl, context, batch, mode, and the optimizer of a training
     # step (None otherwise); the precision is the Work's.
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any]
 
 
 def lm_workload(

@@ -238,8 +238,16 @@ def measure_peak_memory(
         return OutOfMemory(_oom_message(oom, err))
 
 
-def _measure(device: torch.device, c: MemoryCase, policy: TimingPolicy | None, snapshot, conf) -> MemoryRun:
-    workload = lm_workload(c.mode, "sdpa", c.preset, c.precision, c.context, device, optimizer=c.optimizer)
+def _measure(
+    device: torch.device,
+    case: MemoryCase,
+    policy: TimingPolicy | None,
+    snapshot: tuple[Path, str] | None,
+    conf: str | None,
+) -> MemoryRun:
+    workload = lm_workload(
+        case.mode, "sdpa", case.preset, case.precision, case.context, device, optimizer=case.optimizer
+    )
     step = workload.step
     # The first step creates the state that stays: gradients and, lazily, AdamW's moments.
     step()
