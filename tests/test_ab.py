@@ -106,7 +106,11 @@ def test_abba_then_only_the_undecided_by_node_id_in_ba_ab_pairs(repo, tmp_path):
     ]
     lines = ab_verdict.report(result)
     head = git(repo, "rev-parse", "HEAD").strip()[:12]
-    assert lines[0] == lines[-1] == f"FAIL: 1 slower (A/B against base {head}, 4 runs + 2 pairs re-measured)"
+    assert (
+        lines[0]
+        == lines[-1]
+        == f"FAIL: 1 slower (1 same, 1 undecided of 3; A/B against base {head}, 4 runs + 2 pairs re-measured)"
+    )
     assert lines[1] == "counts: 1 slower, 0 faster, 1 same, 1 unknown, 1 new, 1 missing"
     assert lines[2].startswith("rule: base and head alternately (ABBA")
     assert max(len(line) for line in lines[:6]) <= ab_verdict.WIDTH and lines[3].startswith("  ")
@@ -123,7 +127,8 @@ def test_max_pairs_two_measures_abba_only_and_unknown_passes(repo):
     result, said = run(repo, fake, max_pairs=2)
     assert len(fake.calls) == 4 and said == []
     assert ab_verdict.exit_code(result) == 0
-    assert ab_verdict.decision(result).startswith("PASS: none slower, 3 compared (A/B against base")
+    decided = "PASS: none slower (2 same, 1 undecided of 3; A/B against base"
+    assert ab_verdict.decision(result).startswith(decided)
 
 
 def test_base_failing_is_said_and_its_benchmarks_never_fail(repo):

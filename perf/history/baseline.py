@@ -2,17 +2,14 @@
 benchmark's thresholds come from their spread (Mozilla Perfherder's noise profile), not from one stored
 file and three runs of one afternoon.
 
-Per benchmark, its last WINDOW clean runs (dirty trees never count) give the baseline's figure, their
-median, and the noise, a robust standard deviation (1.4826 x the median absolute deviation, relative to
-the median, so that one outlier run does not widen it); the threshold is max(floor, K x that noise).
-GPU time counts only runs whose method is the current run's for that benchmark (perf/harness/gpu_time.py).
-The result is a Results and a Noise as a stored baseline and its noise file would give, so the gate's
-rule, re-measurement and verdict are the same whichever baseline it judges against.
+Per benchmark, its last WINDOW clean runs (dirty trees never count) give the baseline's figure and its
+noise by perf/tools/judging/window_rule.py. The result is a Results and a Noise as a stored baseline and
+its noise file would give, so the gate's rule, re-measurement and verdict are the same whichever baseline
+it judges against.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -20,40 +17,10 @@ from typing import Any
 
 from perf.history.records import utc_time
 from perf.history.store import History, HistoryError, Point, connect
-from perf.tools.judging.noise_thresholds import FigureNoise, Noise, NoiseThresholds
+from perf.tools.judging.noise_thresholds import Noise, NoiseThresholds
+from perf.tools.judging.window_rule import MIN_RUNS, WINDOW, K, window_baseline
 from perf.tools.reading.errors import GateError
-from perf.tools.reading.results import ISOLATED, Results
-from perf.tools.reading.timings import GPU, WALL, Timing
-
-# Runs of history per benchmark: Perfherder compares windows of 12 runs.
-WINDOW = 12
-# Fewer runs than this do not make a noise profile (the median deviation of fewer moves too much with
-# one run): such a benchmark is judged at --threshold.
-MIN_RUNS = 6
-# Robust standard deviations a figure may move before it is a change: a run against the median of 12
-# others (one-sided 4 sd: about 3 in 100,000 per figure of a clean run; the gate re-measures suspects too).
-K = 4.0
-# The least threshold per figure, as for a noise file (perf/tools/noise.py).
-GPU_FLOOR = 0.015
-WALL_FLOOR = 0.02
-
-
-def robust_sd(values: Sequence[float]) -> tuple[float, float]:
-    """(median, 1.4826 x the median absolute deviation): a standard deviation one outlier does not move."""
-    middle = statistics.median(values)
-    return middle, 1.4826 * statistics.median(abs(v - middle) for v in values)
-
-
-def robust_spread(values: Sequence[float]) -> float:
-    """`robust_sd` relative to the median."""
-    middle, sd = robust_sd(values)
-    return sd / middle
-
-
-def _timing(values: Sequence[float], host_bound: bool = False) -> Timing:
-    """The window's median, with the standard error of a median of that noise (1.2533 sd / sqrt n)."""
-    middle = statistics.median(values)
-    return Timing(middle, 1.2533 * robust_spread(values) * middle / len(values) ** 0.5, host_bound)
+from perf.tools.reading.results import Results
 
 
 def history_baseline(
@@ -76,34 +43,17 @@ def history_baseline(
             "result files (python -m perf.history import) first"
         )
     newest = runs[0]
-    timings, gpu_timings, methods, entries, host_bound = {}, {}, {}, [], {}
-    spreads: dict[str, dict[str, float]] = {GPU: {}, WALL: {}}
+    series = {}
     for name in current.timings:
         points = [
             p for p in history.series(name, gpu, branch=branch) if before is None or p.started_at < before
         ]
-        points = points[-window:]
-        if not points:
-            continue
-        host_bound[name] = any(p.host_bound for p in points)
-        timings[name] = _timing([p.wall_s for p in points], host_bound[name])
-        if len(points) >= MIN_RUNS:
-            spreads[WALL][name] = robust_spread([p.wall_s for p in points])
-        method = current.gpu_methods.get(name, ISOLATED)
-        alike = [p for p in points if p.gpu_s is not None and (p.gpu_method or ISOLATED) == method]
-        if alike:
-            gpu_timings[name], methods[name] = _timing([p.gpu_s for p in alike]), method
-            if len(alike) >= MIN_RUNS:
-                spreads[GPU][name] = robust_spread([p.gpu_s for p in alike])
-        entries.append(_entry(history, name, points))
-    noise = Noise(
-        Path(f"{history.url} (last {window} runs)"),
-        gpu,
-        min(window, len(history.runs(gpu=gpu, branch=branch, limit=window))),
-        {GPU: FigureNoise(K, GPU_FLOOR, spreads[GPU]), WALL: FigureNoise(K, WALL_FLOOR, spreads[WALL])},
-        gpu_methods={name: methods[name] for name in spreads[GPU]},
-        host_bound=host_bound,
-    )
+        if points:
+            series[name] = points[-window:]
+    found = window_baseline(current, series)
+    entries = [_entry(history, name, points) for name, points in series.items()]
+    runs_held = min(window, len(history.runs(gpu=gpu, branch=branch, limit=window)))
+    noise = found.noise(Path(f"{history.url} (last {window} runs)"), gpu, runs_held)
     document = {
         "machine_info": {"perf": _machine(newest)},
         "commit_info": {"id": newest.commit, "dirty": newest.dirty, "branch": newest.branch},
@@ -111,15 +61,7 @@ def history_baseline(
         "perf": {"tier": newest.tier, "history": {"window": window, "branch": branch}},
         "benchmarks": entries,
     }
-    baseline = Results(
-        Path(f"{history.url} ({branch or 'all branches'}, {gpu})"),
-        gpu,
-        timings,
-        gpu_timings,
-        {},
-        document,
-        methods,
-    )
+    baseline = found.results(Path(f"{history.url} ({branch or 'all branches'}, {gpu})"), gpu, document)
     return baseline, noise
 
 

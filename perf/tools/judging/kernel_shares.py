@@ -19,8 +19,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from perf.tools.judging.paired_rule import FASTER, SLOWER, Judgement, Paired, judge_figure
-from perf.tools.reading.kernel_changes import EXTRA_INFO_KEY
+from perf.tools.judging.paired_rule import FASTER, SLOWER, Judgement, Paired, judge_all, judge_figure
 from perf.tools.reading.results import Results
 from perf.tools.reading.timings import Timing
 
@@ -39,19 +38,7 @@ class GrownKernel:
 
 def kernel_times(results: Results, name: str) -> dict[str, float] | None:
     """Microseconds per call of each kernel of one benchmark in one run, or None without a table."""
-    for entry in results.document.get("benchmarks", ()):
-        if isinstance(entry, dict) and entry.get("fullname") == name:
-            info = entry.get("extra_info")
-            rows = info.get(EXTRA_INFO_KEY) if isinstance(info, dict) else None
-            if not isinstance(rows, list):
-                return None
-            times = {row.get("kernel"): row.get("us") for row in rows if isinstance(row, dict)}
-            return {k: float(v) for k, v in times.items() if isinstance(k, str) and _positive(v)}
-    return None
-
-
-def _positive(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return results.kernel_tables.get(name)
 
 
 def grown_kernels(
@@ -107,3 +94,9 @@ def kernel_lines(judgement: Judgement) -> list[str]:
         f"GPU time (±{g.share_se * 100:.2f}% se)"
         for g in judgement.kernels
     ]
+
+
+def judged(base: Sequence[Results], head: Sequence[Results], threshold: float, z: float) -> Paired:
+    """Every benchmark of an A/B by the paired rule, then kernel by kernel where the rule cannot say slower:
+    the A/B's verdict (perf/tools/running/ab.py), and its replay on recorded runs (judging/replay.py)."""
+    return with_kernels(judge_all(base, head, threshold, z), base, head, threshold, z)

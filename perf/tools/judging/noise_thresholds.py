@@ -85,6 +85,12 @@ def load_noise(path: Path) -> Noise:
         raise GateError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise GateError(f"{path}: cannot be read as JSON ({err})") from None
+    return noise_of(data, path)
+
+
+def noise_of(data: object, path: Path) -> Noise:
+    """A noise file's content (perf/tools/judging/noise_spread.py's noise_document) as the gate uses it;
+    GateError naming `path` where it cannot be used."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise GateError(f"{path}: not a noise file of this suite (format {FORMAT!r} expected)")
     k, floor, benchmarks = _number(data.get("k")), _number(data.get("floor")), data.get("benchmarks")

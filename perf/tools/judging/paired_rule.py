@@ -98,6 +98,13 @@ BASE, HEAD = "base", "head"
 FIRST_PAIRS = 2
 
 
+def order(pair: int) -> tuple[str, str]:
+    """The sides of pair number `pair` (from 0) in the order they run: ABBA, then BAAB, and so on, so each
+    side runs first as often as the other and a drift over the session falls on both alike."""
+    base_first = (pair % 2 == 0) == ((pair // 2) % 2 == 0)
+    return (BASE, HEAD) if base_first else (HEAD, BASE)
+
+
 @dataclass
 class ABRun:
     """What the A/B measured and how it judged it."""

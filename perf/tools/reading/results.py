@@ -4,6 +4,7 @@ compact (perf/storage.py): `load_results` gives every tool the document as writt
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -12,6 +13,7 @@ from typing import Any
 
 from perf.storage import expand_document, recorded_on
 from perf.tools.reading.errors import GateError
+from perf.tools.reading.kernel_changes import EXTRA_INFO_KEY
 from perf.tools.reading.timings import GPU, WALL, Timing, gpu_timing, is_host_bound, median_standard_error
 
 # The GPU-time method of a result that does not name one: measured call by call (perf/harness/gpu_time.py).
@@ -46,6 +48,21 @@ class Results:
         if self.gpu_methods.get(name, ISOLATED) == method:
             return self.gpu_timings[name]
         return self.gpu_alternates.get(name, {}).get(method)
+
+    @functools.cached_property
+    def kernel_tables(self) -> dict[str, dict[str, float]]:
+        """Microseconds per call of each kernel, by benchmark, from the kernel tables it recorded (extra_info
+        gpu_kernels); read once per run, as the A/B asks for them benchmark by benchmark."""
+        tables = {}
+        for entry in self.document.get("benchmarks", ()):
+            info = entry.get("extra_info") if isinstance(entry, dict) else None
+            rows = info.get(EXTRA_INFO_KEY) if isinstance(info, dict) else None
+            if isinstance(rows, list) and isinstance(entry.get("fullname"), str):
+                times = {row.get("kernel"): row.get("us") for row in rows if isinstance(row, dict)}
+                tables[entry["fullname"]] = {
+                    k: float(v) for k, v in times.items() if isinstance(k, str) and _positive(v)
+                }
+        return tables
 
     def figures(self, name: str) -> dict[str, Timing]:
         """The figures of one benchmark: 'wall' always, 'gpu' where it was measured."""

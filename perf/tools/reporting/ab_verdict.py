@@ -28,18 +28,25 @@ def exit_code(ab: ABRun) -> int:
 
 
 def decision(ab: ABRun) -> str:
-    """The first and the last line, e.g. 'FAIL: 2 slower (A/B against base abc123, 4 runs + 2 pairs
-    re-measured)'."""
+    """The first and the last line: what was decided of how many, e.g. 'PASS: none slower (2 same, 7
+    undecided of 9; A/B against base abc123, 4 runs + 2 pairs re-measured)'."""
     runs = f"{2 * FIRST_PAIRS} runs"
     if ab.remeasured:
         runs += f" + {len(ab.remeasured)} pair{'s' * (len(ab.remeasured) != 1)} re-measured"
     against = f"A/B against base {ab.base_commit[:SHORT]}, {runs}"
     if exit_code(ab) == 2:
         return f"NO VERDICT: no benchmark measured on both sides ({against})"
-    slower = len(ab.paired.named(SLOWER))
+    paired = ab.paired
+    found = [
+        (len(paired.named(v)), word)
+        for v, word in ((FASTER, "faster"), (SAME, "same"), (UNKNOWN, "undecided"))
+    ]
+    rest = ", ".join(f"{count} {word}" for count, word in found if count)
+    of = f"{rest} of {len(paired.judged)}" if rest else f"of {len(paired.judged)}"
+    slower = len(paired.named(SLOWER))
     if slower:
-        return f"FAIL: {slower} slower ({against})"
-    return f"PASS: none slower, {len(ab.paired.judged)} compared ({against})"
+        return f"FAIL: {slower} slower ({of}; {against})"
+    return f"PASS: none slower ({of}; {against})"
 
 
 def counts(ab: ABRun) -> str:

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from perf.storage import ROOT, partial_name
-from perf.tools.judging import kernel_shares, paired_rule
-from perf.tools.judging.paired_rule import BASE, FIRST_PAIRS, HEAD, ABRun
+from perf.tools.judging import paired_rule
+from perf.tools.judging.kernel_shares import judged
+from perf.tools.judging.paired_rule import BASE, FIRST_PAIRS, HEAD, ABRun, order
 from perf.tools.reading.errors import GateError, Interrupted
 from perf.tools.reading.results import Results, load_results
 from perf.tools.running import worktrees
@@ -33,13 +34,6 @@ from perf.tools.running.runs import (
 )
 
 MAX_PAIRS = paired_rule.MAX_PAIRS
-
-
-def order(pair: int) -> tuple[str, str]:
-    """The sides of pair number `pair` (from 0) in the order they run: ABBA, then BAAB, and so on, so each
-    side runs first as often as the other and a drift over the session falls on both alike."""
-    base_first = (pair % 2 == 0) == ((pair // 2) % 2 == 0)
-    return (BASE, HEAD) if base_first else (HEAD, BASE)
 
 
 def _passed_only(partial: Path, kept: Path) -> Results | None:
@@ -132,10 +126,3 @@ def run_ab(
             one_pair(ab.pairs - 1, [*unknown, *flags])
             ab.paired = judged(ab.runs[BASE], ab.runs[HEAD], threshold, z)
     return ab
-
-
-def judged(base: list[Results], head: list[Results], threshold: float, z: float) -> paired_rule.Paired:
-    """Every benchmark by the paired rule, then kernel by kernel where the rule cannot say slower."""
-    return kernel_shares.with_kernels(
-        paired_rule.judge_all(base, head, threshold, z), base, head, threshold, z
-    )

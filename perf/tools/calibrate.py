@@ -1,0 +1,215 @@
+"""How often the gate's rules fail unchanged code, and how often they catch a planted slowdown: each rule
+replayed on a same-code corpus (runs of one commit on one GPU model, baselines/<gpu>/same-code/).
+
+    python -m perf.tools.calibrate                          # every GPU's corpus, every rule
+    python -m perf.tools.calibrate baselines/nvidia-h200/same-code --rules ab --deals 200
+    python -m perf.tools.calibrate store --name 2026-11-28-a runs/*.json   # a new set of the corpus
+
+Rules (perf/tools/judging/replay.py): `ab` the A/B over ABBA deals of a sitting's runs, `stored` a stored
+baseline with its noise file and re-measured suspects, in the same sitting and in another, `files` the same
+without re-measurement (two stored files), `history` each 12 runs against the next. Each prints the share of
+gate runs with any false slower over every benchmark and kernel, per benchmark verdict, and the share of
+planted slowdowns caught. Exit codes: 0 replayed (or stored), 2 refused: no corpus, one that mixes commits,
+GPUs or methods, or too few runs for a rule asked for (it says what is missing and replays nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from perf.storage import BASELINES, compact_json, machine_folder, write_new
+from perf.tools.judging import paired_rule, replay
+from perf.tools.judging.plants import LARGEST_KERNEL, SMALLEST_KERNEL, Plant
+from perf.tools.judging.window_rule import WINDOW
+from perf.tools.reading.corpus import FOLDER, Corpus, check_alike, corpus_folders, load_corpus, set_folders
+from perf.tools.reading.errors import GateError, tool_main
+from perf.tools.reading.parts import NAME
+from perf.tools.reading.results import load_results
+from perf.tools.reporting import calibration
+
+RULES = ("ab", "stored", "files", "history")
+WHOLE_PLANTS = (Plant(1.01), Plant(1.015), Plant(1.02), Plant(1.03))
+KERNEL_PLANTS = (Plant(1.02, SMALLEST_KERNEL), Plant(1.02, LARGEST_KERNEL))
+REMEASURE = 2  # the gate's default re-measurements of a suspect
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise GateError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m perf.tools.calibrate", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "corpora", nargs="*", type=Path, metavar="CORPUS", help="corpus folders (default: all)"
+    )
+    parser.add_argument("--rules", default=",".join(RULES), help=f"comma-separated, of {', '.join(RULES)}")
+    parser.add_argument("--deals", type=int, metavar="N", help="A/B deals per set at most, drawn at random")
+    parser.add_argument("--no-plants", action="store_true", help="false alarms only, no planted slowdowns")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table in Markdown")
+    return parser
+
+
+def _store_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m perf.tools.calibrate store", description="store runs as a corpus set")
+    parser.add_argument("--name", required=True, help="the set's name: letters, digits, '_', '.', '-'")
+    parser.add_argument("runs", nargs="+", type=Path, help="result files of runs made back to back")
+    parser.add_argument("--baselines", type=Path, default=BASELINES, help=argparse.SUPPRESS)
+    return parser
+
+
+def store(argv: Sequence[str]) -> int:
+    """A new set of the corpus of the runs' GPU: compact files NN.json in time order, never an overwrite."""
+    options = _store_parser().parse_args(argv)
+    if not NAME.fullmatch(options.name):
+        raise GateError(f"--name {options.name!r}: use letters, digits, '_', '.' and '-'")
+    runs = sorted(
+        (load_results(path, "run") for path in options.runs),
+        key=lambda r: str(r.document.get("datetime", "")),
+    )
+    check_alike(runs, "the runs")
+    folder = options.baselines / machine_folder(runs[0].document["machine_info"]["perf"]) / FOLDER
+    if folder.is_dir() and set_folders(folder):
+        check_alike([*load_corpus(folder).sets[0].runs[:1], *runs], f"the runs with the corpus {folder}")
+    target = folder / options.name
+    if target.exists():
+        raise GateError(f"{target} exists: a corpus set is never overwritten; give another --name")
+    try:
+        for i, run in enumerate(runs, 1):
+            write_new(target / f"{i:02d}.json", compact_json(dict(run.document)))
+    except OSError as err:
+        raise GateError(f"cannot write {target} ({err.strerror or err})") from None
+    print(f"stored {len(runs)} runs in {target}")
+    return 0
+
+
+def _rules(value: str) -> list[str]:
+    rules = [r.strip() for r in value.split(",") if r.strip()]
+    unknown = [r for r in rules if r not in RULES]
+    if unknown or not rules:
+        raise GateError(f"--rules {value}: accepted is a comma-separated list of {', '.join(RULES)}")
+    return rules
+
+
+def missing(corpus: Corpus, rules: Sequence[str]) -> list[str]:
+    """What each rule needs that the corpus lacks, one line each."""
+    largest = max(len(s.runs) for s in corpus.sets)
+    needs = {
+        "ab": (largest >= replay.RUNS_PER_DEAL, f"a set of {replay.RUNS_PER_DEAL} runs (ABBA)"),
+        "stored": (
+            largest >= replay.NOISE_RUNS + 1 + REMEASURE + 1,
+            f"a set of {replay.NOISE_RUNS + REMEASURE + 2} runs (baseline, {replay.NOISE_RUNS} noise runs, "
+            f"a run and {REMEASURE} re-measurements)",
+        ),
+        "files": (largest >= replay.NOISE_RUNS + 2, f"a set of {replay.NOISE_RUNS + 2} runs"),
+        "history": (corpus.runs > WINDOW, f"{WINDOW + 1} runs ({WINDOW} of history and one to judge)"),
+    }
+    return [
+        f"{corpus.path}: `{rule}` needs {needs[rule][1]}; its largest set has {largest}, all {corpus.runs}"
+        for rule in rules
+        if not needs[rule][0]
+    ]
+
+
+def tallies(corpus: Corpus, rules: Sequence[str], deals: int | None, plants: bool) -> list[replay.Tally]:
+    """Every rule asked for on the corpus: clean first, then each plant; sets summed."""
+    found: list[replay.Tally] = []
+    sets = [s.runs for s in corpus.sets]
+    for rule in rules:
+        scenarios = [None, *((*WHOLE_PLANTS, *KERNEL_PLANTS) if rule == "ab" else WHOLE_PLANTS)]
+        for plant in scenarios if plants else [None]:
+            parts = []
+            if rule == "ab":
+                parts = [
+                    replay.replay_ab(
+                        runs,
+                        threshold=paired_rule.THRESHOLD,
+                        z=paired_rule.Z,
+                        max_pairs=paired_rule.MAX_PAIRS,
+                        plant=plant,
+                        deals=replay.ab_deals(len(runs), deals),
+                    )
+                    for runs in sets
+                    if len(runs) >= replay.RUNS_PER_DEAL
+                ]
+            elif rule in ("stored", "files"):
+                remeasure = REMEASURE if rule == "stored" else 0
+                parts = [
+                    replay.replay_stored(b, c, same_set=b is c, remeasure=remeasure, plant=plant)
+                    for b in sets
+                    for c in sets
+                    if _stored_fits(b, c, remeasure)
+                ]
+            else:
+                ordered = sorted(
+                    (r for runs in sets for r in runs), key=lambda r: str(r.document.get("datetime", ""))
+                )
+                parts = [replay.replay_history(ordered, plant=plant)]
+            found.append(_summed(parts))
+    return found
+
+
+def _stored_fits(baseline_set: Sequence, current_set: Sequence, remeasure: int) -> bool:
+    """Whether a stored-baseline replay has its runs: a baseline, its noise runs, a run and its
+    re-measurements, all distinct."""
+    if baseline_set is current_set:
+        return len(baseline_set) >= 1 + replay.NOISE_RUNS + 1 + remeasure
+    return len(baseline_set) >= 1 + replay.NOISE_RUNS and len(current_set) >= 1 + remeasure
+
+
+def _summed(parts: Sequence[replay.Tally]) -> replay.Tally:
+    total = replay.Tally(parts[0].rule, parts[0].scenario)
+    for part in parts:
+        total.gates += part.gates
+        total.failed += part.failed
+        total.verdicts += part.verdicts
+        total.slower += part.slower
+        total.judged_by.update(part.judged_by)
+        total.slower_by.update(part.slower_by)
+        total.why.update(part.why)
+    return total
+
+
+def calibrate(argv: Sequence[str]) -> int:
+    options = _parser().parse_args(argv)
+    rules = _rules(options.rules)
+    if options.deals is not None and options.deals < 1:
+        raise GateError(f"--deals {options.deals}: accepted is an integer >= 1")
+    folders = options.corpora or corpus_folders()
+    if not folders:
+        raise GateError(
+            f"no corpus: store runs with `python -m perf.tools.calibrate store` ({BASELINES}/<gpu>/{FOLDER})"
+        )
+    corpora = [load_corpus(folder) for folder in folders]
+    lacking = [line for corpus in corpora for line in missing(corpus, rules)]
+    if lacking:
+        raise GateError("nothing replayed: " + "; ".join(lacking))
+    text = []
+    for corpus in corpora:
+        print(f"corpus {corpus.describe()}", flush=True)
+        found = tallies(corpus, rules, options.deals, not options.no_plants)
+        for line in calibration.table(found):
+            print(line)
+        text.append(calibration.markdown(found, f"{corpus.describe()}"))
+    if options.markdown is not None:
+        try:
+            options.markdown.write_text("\n".join(text))
+        except OSError as err:
+            raise GateError(
+                f"--markdown {options.markdown}: cannot be written ({err.strerror or err})"
+            ) from None
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["store"]:
+        return tool_main("perf.tools.calibrate", lambda: store(argv[1:]))
+    return tool_main("perf.tools.calibrate", lambda: calibrate(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The calibration's tallies (perf/tools/judging/replay.py) as a table: per rule and scenario, the share of
+gate runs with a false slower (clean) or the share of planted benchmarks caught, for the terminal and, in
+Markdown, for docs/gate.md."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from perf.tables.format import grid
+from perf.tools.judging.replay import CLEAN, Tally
+from perf.tools.reading.run_info import short_names
+
+TITLES = (
+    "<rule",
+    "<scenario",
+    "gates",
+    "gates failed",
+    "verdicts",
+    "slower",
+    "<decided by",
+    "<most often slower",
+)
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count / total:.1%} ({count})" if total else "-"
+
+
+def _row(tally: Tally, names: dict[str, str]) -> list[str]:
+    worst = ", ".join(f"{names.get(n, n)} {rate:.0%}" for n, rate in tally.worst(2)) if tally.slower else ""
+    decided = ", ".join(f"{why} {count}" for why, count in tally.why.most_common())
+    failed = _share(tally.failed, tally.gates) if tally.scenario == CLEAN else ""
+    return [
+        tally.rule,
+        tally.scenario,
+        str(tally.gates),
+        failed,
+        str(tally.verdicts),
+        _share(tally.slower, tally.verdicts),
+        decided,
+        worst,
+    ]
+
+
+def table(tallies: Sequence[Tally]) -> list[str]:
+    """One row per tally: on clean runs the share of gates with any false slower ('gates failed') and of
+    benchmark verdicts; with a plant, the share of the planted benchmarks' verdicts that were slower."""
+    names = short_names(n for t in tallies for n in t.judged_by)
+    return grid(TITLES, [_row(t, names) for t in tallies])
+
+
+def markdown(tallies: Sequence[Tally], heading: str) -> str:
+    """The same rows as a Markdown table under `heading`."""
+    names = short_names(n for t in tallies for n in t.judged_by)
+    titles = [t.lstrip("<") for t in TITLES]
+    lines = [heading, "", "| " + " | ".join(titles) + " |", "|" + " --- |" * len(titles)]
+    lines += ["| " + " | ".join(_row(t, names)) + " |" for t in tallies]
+    return "\n".join(lines) + "\n"
