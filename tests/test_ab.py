@@ -254,7 +254,7 @@ def test_gate_base_head_for_real_leaves_no_worktree(tmp_path):
     assert (tmp_path / "summary.md").read_text().startswith(f"## GPU gate (A/B) — {decision[0]}")
 
 
-@pytest.mark.parametrize("option", ["--baseline=x.json", "--noise=off", "--remeasure=2", "--list=new"])
+@pytest.mark.parametrize("option", ["--baseline=x.json", "--current=x.json", "--remeasure=2", "--list=new"])
 def test_options_of_the_stored_baseline_gate_are_refused_with_base_in_one_line(option, capsys):
     from perf.tools import gate
 

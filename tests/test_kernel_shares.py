@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from perf.tools.judging import kernel_shares, paired_rule
-from perf.tools.judging.paired_rule import FASTER, SLOWER, UNKNOWN, judge_all
+from perf.tools.judging.noise_thresholds import FigureNoise, Noise
+from perf.tools.judging.paired_rule import FASTER, SLOWER, UNKNOWN, Bounds, judge_all
 from perf.tools.reading.results import Results
 from perf.tools.reading.timings import Timing
 
@@ -38,10 +39,21 @@ def ab(head_us: dict[str, float]) -> tuple[list[Results], list[Results]]:
     return base, head
 
 
-def judged(head_us: dict[str, float]) -> paired_rule.Judgement:
+# The runner's noise profile, as a noise file of many runs gives it: the clock moves the cell by about 2%
+# from run to run, each kernel's share by 0.2%.
+PROFILE = Noise(
+    path=None,
+    gpu="NVIDIA H100",
+    runs=12,
+    figures={"gpu": FigureNoise(4.0, 0.015, {NAME: 0.05})},
+    sd={"gpu": {NAME: 0.02}, "wall": {NAME: 0.02}},
+    kernel_sd={NAME: {k: {"share_sd": 0.002, "us_sd": 0.02} for k in BASE_US}},
+)
+
+
+def judged(head_us: dict[str, float], noise: Noise | None = PROFILE) -> paired_rule.Judgement:
     base, head = ab(head_us)
-    paired = kernel_shares.with_kernels(judge_all(base, head), base, head, 0.01, 3.0)
-    return paired.judged[NAME]
+    return kernel_shares.judged(base, head, 0.01, 3.0, noise=noise).judged[NAME]
 
 
 def test_the_clock_alone_moves_every_kernel_alike_and_names_none():
@@ -82,4 +94,15 @@ def test_results_without_kernel_tables_are_left_as_judged():
     base, head = ab(BASE_US)
     for results in (*base, *head):
         results.document["benchmarks"][0]["extra_info"] = {}
-    assert kernel_shares.grown_kernels(NAME, base, head, 0.01, 3.0) == []
+    assert kernel_shares.grown_kernels(NAME, base, head, 0.01, Bounds(noise=PROFILE)) == []
+
+
+def test_without_a_noise_profile_two_runs_a_side_name_no_kernel():
+    """Two runs a side estimate a share's spread too loosely: without the runner's profile the share must
+    clear Student's t at their degrees of freedom, which a 4% kernel in ABBA does not."""
+    jitter = (1.01, 0.99, 0.992, 1.008)  # each run's forward kernel apart from the clock
+    slower = BASE_US | {"forward_kernel": 260.0}
+    base = [run(BASE_US | {"forward_kernel": 250.0 * jitter[i]}, CLOCK[i]) for i in (0, 3)]
+    head = [run(slower | {"forward_kernel": 260.0 * jitter[i]}, CLOCK[i]) for i in (1, 2)]
+    assert kernel_shares.judged(base, head, 0.01, 3.0).judged[NAME].kernels == ()
+    assert kernel_shares.judged(base, head, 0.01, 3.0, noise=PROFILE).judged[NAME].kernels != ()

@@ -126,3 +126,28 @@ def test_pairs_that_disagree_widen_the_noise_so_a_drift_is_not_a_slowdown():
     # The same sides with their runs paired alike: every pair says 1.0101, a slowdown.
     steady = [Timing(1.0101e-3 * w, 1e-7) for w in wobble]
     assert judge_figure("gpu", base, steady).verdict == SLOWER
+
+
+def test_the_bound_of_slower_is_family_wise_over_the_gates_tests_and_looks():
+    one = paired_rule.family_bounds(3.0, tests=1, looks=1, noise=None)
+    many = paired_rule.family_bounds(3.0, tests=300, looks=3, noise=None)
+    assert one.z_slower == 3.0  # --z is the least bound
+    assert many.per_test == pytest.approx(0.01 / 900) and many.z_slower == pytest.approx(4.25, abs=0.01)
+    base, head = timings(1e-3, 0.003, 2), timings(1.012e-3, 0.003, 2)
+    assert judge_figure("gpu", base, head, z_slower=one.z_slower).verdict == SLOWER
+    assert judge_figure("gpu", base, head, z_slower=many.z_slower).verdict == UNKNOWN
+
+
+def test_slower_needs_head_slower_in_every_pair():
+    base = [Timing(1.000e-3, None), Timing(1.000e-3, None)]
+    assert judge_figure("gpu", base, [Timing(1.05e-3, None), Timing(1.04e-3, None)]).verdict == SLOWER
+    # The same mean, but one pair the other way: one run's outlier, not the code.
+    split = [Timing(1.095e-3, None), Timing(0.995e-3, None)]
+    assert judge_figure("gpu", base, split, z=0.1).verdict != SLOWER
+
+
+def test_the_runners_noise_profile_keeps_runs_that_agree_by_chance_from_deciding():
+    base, head = timings(1e-3, 0.0005, 2), timings(1.02e-3, 0.0005, 2)  # agree within 0.05%
+    assert judge_figure("gpu", base, head).verdict == SLOWER
+    profiled = judge_figure("gpu", base, head, sd=0.02)  # the runner moves this figure by 2% from run to run
+    assert profiled.verdict == UNKNOWN and profiled.se > 0.015

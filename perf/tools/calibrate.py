@@ -22,15 +22,18 @@ from pathlib import Path
 
 from perf.storage import BASELINES, compact_json, machine_folder, write_new
 from perf.tools.judging import paired_rule, replay
+from perf.tools.judging.noise_spread import SD_RUNS, noise_document
+from perf.tools.judging.noise_thresholds import Noise, noise_of
 from perf.tools.judging.plants import LARGEST_KERNEL, SMALLEST_KERNEL, Plant
 from perf.tools.judging.window_rule import WINDOW
 from perf.tools.reading.corpus import FOLDER, Corpus, check_alike, corpus_folders, load_corpus, set_folders
 from perf.tools.reading.errors import GateError, tool_main
 from perf.tools.reading.parts import NAME
-from perf.tools.reading.results import load_results
+from perf.tools.reading.results import Results, load_results
 from perf.tools.reporting import calibration
 
 RULES = ("ab", "stored", "files", "history")
+PROFILES = ("cross", "same", "none")
 WHOLE_PLANTS = (Plant(1.01), Plant(1.015), Plant(1.02), Plant(1.03))
 KERNEL_PLANTS = (Plant(1.02, SMALLEST_KERNEL), Plant(1.02, LARGEST_KERNEL))
 REMEASURE = 2  # the gate's default re-measurements of a suspect
@@ -50,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--deals", type=int, metavar="N", help="A/B deals per set at most, drawn at random")
     parser.add_argument("--no-plants", action="store_true", help="false alarms only, no planted slowdowns")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table in Markdown")
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        help="the A/B's noise profile: from the other sets (cross, the default with two sets or more), from "
+        "the set itself (same, the default with one), or none",
+    )
     return parser
 
 
@@ -114,10 +123,24 @@ def missing(corpus: Corpus, rules: Sequence[str]) -> list[str]:
     ]
 
 
-def tallies(corpus: Corpus, rules: Sequence[str], deals: int | None, plants: bool) -> list[replay.Tally]:
+def profile_for(sets: Sequence[Sequence[Results]], i: int, how: str) -> Noise | None:
+    """The noise profile the A/B on set `i` reads: from the other sets' runs (`cross`: as a runner's noise
+    file, measured at another time), from the set itself (`same`: in-sample), or none."""
+    if how == "none":
+        return None
+    others = [r for j, runs in enumerate(sets) if j != i for r in runs] if how == "cross" else list(sets[i])
+    if len(others) < SD_RUNS:
+        return None
+    return noise_of(noise_document(others, "calibration profile"), Path(f"the corpus ({how})"))
+
+
+def tallies(
+    corpus: Corpus, rules: Sequence[str], deals: int | None, plants: bool, profile: str = "cross"
+) -> list[replay.Tally]:
     """Every rule asked for on the corpus: clean first, then each plant; sets summed."""
     found: list[replay.Tally] = []
     sets = [s.runs for s in corpus.sets]
+    profiles = [profile_for(sets, i, profile) for i in range(len(sets))]
     for rule in rules:
         scenarios = [None, *((*WHOLE_PLANTS, *KERNEL_PLANTS) if rule == "ab" else WHOLE_PLANTS)]
         for plant in scenarios if plants else [None]:
@@ -131,8 +154,9 @@ def tallies(corpus: Corpus, rules: Sequence[str], deals: int | None, plants: boo
                         max_pairs=paired_rule.MAX_PAIRS,
                         plant=plant,
                         deals=replay.ab_deals(len(runs), deals),
+                        noise=profiles[i],
                     )
-                    for runs in sets
+                    for i, runs in enumerate(sets)
                     if len(runs) >= replay.RUNS_PER_DEAL
                 ]
             elif rule in ("stored", "files"):
@@ -189,8 +213,9 @@ def calibrate(argv: Sequence[str]) -> int:
         raise GateError("nothing replayed: " + "; ".join(lacking))
     text = []
     for corpus in corpora:
-        print(f"corpus {corpus.describe()}", flush=True)
-        found = tallies(corpus, rules, options.deals, not options.no_plants)
+        profile = options.profile or ("cross" if len(corpus.sets) > 1 else "same")
+        print(f"corpus {corpus.describe()}; the A/B's noise profile: {profile}", flush=True)
+        found = tallies(corpus, rules, options.deals, not options.no_plants, profile)
         for line in calibration.table(found):
             print(line)
         text.append(calibration.markdown(found, f"{corpus.describe()}"))

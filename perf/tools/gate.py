@@ -44,7 +44,7 @@ from perf.tools.running.sides import current_results, stored_sides
 from perf.tools.running.worktrees import runner_in
 
 # Gate options of the stored-baseline comparison that the A/B does not use: given with --base, refused.
-UNUSED = ("--baseline", "--current", "--noise", "--remeasure", "--list", "--host-bound-threshold")
+UNUSED = ("--baseline", "--current", "--remeasure", "--list", "--host-bound-threshold")
 
 
 # --------------------------------------------------------------------------- command line
@@ -99,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
         "--noise",
         metavar="FILE|off",
         help="the runner's noise file, which sets each benchmark's GPU-time threshold (default: "
-        "baselines/<gpu>/noise.json where it exists; off: --threshold for every GPU time)",
+        "baselines/<gpu>/noise.json where it exists; off: --threshold for every GPU time); with --base, "
+        "the run-to-run spreads that bound the A/B's standard errors",
     )
     parser.add_argument(
         "--against",
@@ -296,6 +297,7 @@ def _ab(options: argparse.Namespace, runner_for: Callable[[Path], Runner]) -> in
         z=options.z,
         max_pairs=options.max_pairs,
         save=options.save,
+        noise=options.noise,
         runner_for=runner_for,
     )
     return ab_verdict.show(ab, options.markdown, options.link)

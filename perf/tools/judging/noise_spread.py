@@ -2,7 +2,10 @@
 (GPU time, wall time), the factor k per figure, and whether the runs showed it host-bound; the content of
 the noise file that `python -m perf.tools.noise` writes and perf/tools/judging/noise_thresholds.py reads.
 
-A benchmark's spread is the largest ratio between two of its runs' medians, less one, per figure. Its
+A benchmark's spread is the largest ratio between two of its runs' medians, less one, per figure; its
+standard deviation (`gpu_sd`, `wall_sd`: of the log medians, from 3 runs on) and, for each kernel of at least
+KERNEL_SHARE of its GPU time, that of the kernel's share and of its time per call (`kernels`) are the noise
+profile from which the A/B bounds the standard errors of its few runs (perf/tools/judging/paired_rule.py). Its
 threshold of a figure is then max(floor, k x spread): k is the smallest factor with which every run, left
 out in turn, lies within the threshold that the other runs' spread gives (at least 1, so that the noise runs
 never fail against each other; at most K_MAX), one k per figure. A benchmark is recorded as host-bound where
@@ -13,10 +16,13 @@ host.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from perf.tools.judging.kernel_shares import KERNEL_SHARE
 from perf.tools.judging.noise_thresholds import FORMAT
 from perf.tools.judging.regression_rule import GPU_FLOOR, WALL_FLOOR
 from perf.tools.reading.errors import GateError
@@ -31,6 +37,37 @@ HOST_SPREAD_FACTOR = 3.0
 def spread(medians: Sequence[float]) -> float:
     """The largest ratio between two of the medians, less one: how far two runs fell apart."""
     return max(medians) / min(medians) - 1
+
+
+# Runs from which a standard deviation is recorded: two runs' sd is one difference.
+SD_RUNS = 3
+
+
+def log_sd(values: Sequence[float]) -> float:
+    """The sample standard deviation of the logs of `values`: a relative spread of runs."""
+    logs = [math.log(v) for v in values]
+    mean = statistics.fmean(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+
+
+def kernel_profile(runs: Sequence[Results], name: str) -> dict[str, dict[str, float]]:
+    """Per kernel of at least KERNEL_SHARE of the benchmark's GPU time in every run, the sd of its share
+    and of its time per call over the runs; empty where a run has no kernel table."""
+    tables = [run.kernel_tables.get(name) for run in runs]
+    if len(tables) < SD_RUNS or not all(tables):
+        return {}
+    found = {}
+    for kernel in tables[0]:
+        if not all(kernel in t and t[kernel] > 0 for t in tables):
+            continue
+        shares = [t[kernel] / sum(t.values()) for t in tables]
+        if min(shares) < KERNEL_SHARE:
+            continue
+        found[kernel] = {
+            "share_sd": round(log_sd(shares), 6),
+            "us_sd": round(log_sd([t[kernel] for t in tables]), 6),
+        }
+    return found
 
 
 def figures_by_benchmark(runs: Sequence[Results]) -> dict[str, dict[str, list[float]]]:
@@ -117,6 +154,11 @@ def noise_document(runs: Sequence[Results], command: str) -> dict[str, Any]:
         for figure, medians in found.items():
             entry[f"{figure}_ms"] = [round(m * 1e3, 6) for m in medians]
             entry[f"{figure}_spread"] = round(spread(medians), 6)
+            if len(medians) >= SD_RUNS:
+                entry[f"{figure}_sd"] = round(log_sd(medians), 6)
+        kernels = kernel_profile(runs, name)
+        if kernels:
+            entry["kernels"] = kernels
         if name in methods:
             entry["gpu_method"] = next(iter(methods[name]))
         entry["host_bound"] = host_bound_in(runs, name, found)

@@ -58,6 +58,18 @@ class Noise:
     gpu_methods: dict[str, str] = field(default_factory=dict)  # the method of each GPU spread
     host_bound: dict[str, bool] = field(default_factory=dict)  # as its runs showed it
     created: str = ""
+    # The noise profile, where the file has one (3 runs or more): per figure, each benchmark's sd of its log
+    # medians; per benchmark, each large kernel's sd of its log share and of its log time per call.
+    sd: dict[str, dict[str, float]] = field(default_factory=dict)
+    kernel_sd: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+
+    def figure_sd(self, name: str, figure: str) -> float | None:
+        """The benchmark's run-to-run sd of `figure` (log), or None where the file has none."""
+        return self.sd.get(figure, {}).get(name)
+
+    def share_sd(self, name: str, kernel: str, what: str = "share_sd") -> float | None:
+        """A kernel's run-to-run sd of its log share ('share_sd') or time per call ('us_sd'), or None."""
+        return self.kernel_sd.get(name, {}).get(kernel, {}).get(what)
 
     @property
     def gpu_spread(self) -> dict[str, float]:
@@ -111,7 +123,21 @@ def noise_of(data: object, path: Path) -> Noise:
     }
     runs = data.get("runs")
     count = len(runs) if isinstance(runs, list) else 0
-    return Noise(path, data["gpu"], count, figures, methods, host_bound, str(data.get("created", "")))
+    sd = {figure: _spreads(entries, f"{figure}_sd") for figure in (GPU, WALL)}
+    kernel_sd = {
+        name: _kernel_sds(e["kernels"]) for name, e in entries.items() if isinstance(e.get("kernels"), dict)
+    }
+    created = str(data.get("created", ""))
+    return Noise(path, data["gpu"], count, figures, methods, host_bound, created, sd, kernel_sd)
+
+
+def _kernel_sds(kernels: Mapping[str, object]) -> dict[str, dict[str, float]]:
+    found = {}
+    for kernel, entry in kernels.items():
+        if isinstance(entry, dict):
+            numbers = {key: _number(entry.get(key)) for key in ("share_sd", "us_sd")}
+            found[kernel] = {key: value for key, value in numbers.items() if value is not None}
+    return found
 
 
 def _spreads(entries: Mapping[str, dict], key: str) -> dict[str, float]:
@@ -219,3 +245,29 @@ def noise_thresholds(
         judged += f", wall time at max({wall.floor:.1%}, {wall.k:g} x its spread)"
     note = f"noise: {shown} ({noise.runs} runs, {noise.created or 'undated'}): {judged}"
     return NoiseThresholds(fallback, noise, methods, [note])
+
+
+def noise_profile(
+    option: str | None, run: Results, baselines_dir: Path = BASELINES
+) -> tuple[Noise | None, str]:
+    """The A/B's noise profile for the GPU `run` is on, from --noise ('off', a file, or None: the file beside
+    that GPU's baselines), and a line saying which was used or why none; never an error."""
+    alone = "standard errors from the runs alone, each kernel's share at Student's t"
+    if option == "off":
+        return None, f"noise profile: off (--noise off); {alone}"
+    path = Path(option) if option else noise_path(run, baselines_dir)
+    shown = path.relative_to(ROOT) if path.is_absolute() and path.is_relative_to(ROOT) else path
+    if option is None and not path.is_file():
+        return None, f"noise profile: no {shown}; {alone} (`make noise` measures one)"
+    try:
+        noise = load_noise(path)
+    except GateError as err:
+        return None, f"noise profile: not used, {err}; {alone}"
+    if noise.gpu != run.machine:
+        return (
+            None,
+            f"noise profile: not used, {shown} is of {noise.gpu}, this A/B ran on {run.machine}; {alone}",
+        )
+    if not noise.sd.get(GPU):
+        return None, f"noise profile: not used, {shown} records no run-to-run sd (an older file); {alone}"
+    return noise, f"noise profile: {shown} ({noise.runs} runs, {noise.created or 'undated'})"

@@ -3,15 +3,21 @@
 Runs come in pairs, ABBA first (base, head, head, base), then BA and AB alternately: a drift of the
 machine over the minutes of a session (clocks, heat, other load) falls on both sides alike. For each
 benchmark and figure the effect is the difference of the mean log medians, m = mean(log head) - mean(log
-base), with the standard error se = s * sqrt(1/n_base + 1/n_head), where s is the pooled spread of each
-side's log medians across its runs; or, where larger, the standard error of the pairs' own log ratios
-(a machine that drifts between pairs: a clean A/B on an H100 otherwise failed at 1.0101 with pair
-ratios of 1.004, 1.018 and 1.009). Three answers, as Chromium's pinpoint gives them:
+base), with the standard error se = s * sqrt(1/n_base + 1/n_head), where s is the largest of: the pooled
+spread of each side's log medians across its runs, the runner's own run-to-run spread of that figure from
+its noise profile (the noise file's sd, from many runs: two runs a side estimate a spread too loosely to
+trust), and, while the runs are few, their own standard errors; se is at least the standard error of the
+pairs' own log ratios (a machine that drifts between pairs). Three answers, as Chromium's pinpoint gives:
 
-    SLOWER   m > log(1 + threshold) and m > z * se
-    FASTER   -m > log(1 + threshold) and -m > z * se
+    SLOWER   m > log(1 + threshold), m > z_slower * se, and head slower in every pair
+    FASTER   likewise the other way
     SAME     |m| + z * se < log(1 + threshold): the whole noise band lies within the threshold
     UNKNOWN  otherwise: measured again in more pairs; still UNKNOWN after the last is reported, not failed
+
+z_slower is family-wise: every figure and kernel an A/B judges, at every look (ABBA and each further pair),
+is one test, and a gate that runs hundreds of them at z 3 fails clean code in some per cent of gates. The
+bound is set so that the chance of any false SLOWER in a gate is at most FALSE_RATE (Bonferroni: each test
+at FALSE_RATE / (tests x looks)); --z sets it only where larger. docs/gate.md has its rates on the corpus.
 
 Pure functions of Results (perf/tools/reading/results.py), no I/O; ABRun, what an A/B measured and how it
 judged it, is filled in by perf/tools/running/ab.py and shown by perf/tools/reporting/ab_verdict.py.
@@ -23,15 +29,20 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
+from perf.tools.judging.noise_thresholds import Noise
 from perf.tools.reading.results import ISOLATED, Results, aligned
 from perf.tools.reading.timings import GPU, WALL, Timing
 
 # Base and head run minutes apart on the same machine and alternate, so the drift that makes a stored
 # baseline need 5% (regression_rule.THRESHOLD) mostly cancels: 1% is within reach of a few pairs.
 THRESHOLD = 0.01
-# Standard errors the effect must clear; 3 keeps false alarms rare over the hundreds of benchmarks of a run.
+# Standard errors that bound the band of SAME, and the least a SLOWER or FASTER must clear.
 Z = 3.0
+PROFILE_DF = 8
+# The chance of any false SLOWER in one gate, over all its tests and looks: what z_slower is set from.
+FALSE_RATE = 0.01
 # Pairs of runs at most (ABBA is the first 2): 8 runs bound the time an undecided benchmark may take.
 MAX_PAIRS = 4
 # Below this many degrees of freedom the spread of the runs' medians is itself uncertain (two runs that agree
@@ -39,6 +50,27 @@ MAX_PAIRS = 4
 TRUSTED_DF = 10
 
 SLOWER, FASTER, SAME, UNKNOWN = "slower", "faster", "same", "unknown"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the standard errors are judged against in one A/B: z of SAME, the per-test chance a SLOWER may
+    have on clean code, and the runner's noise profile (None: the runs' own spread alone)."""
+
+    z: float = Z
+    per_test: float = FALSE_RATE  # FALSE_RATE / (tests x looks)
+    noise: Noise | None = None
+
+    @property
+    def z_slower(self) -> float:
+        return max(self.z, NormalDist().inv_cdf(1 - self.per_test))
+
+
+def family_bounds(
+    z: float, tests: int, looks: int, noise: Noise | None, false_rate: float = FALSE_RATE
+) -> Bounds:
+    """Bounds for a gate of `tests` tests judged `looks` times (Bonferroni over both)."""
+    return Bounds(z, false_rate / max(1, tests * looks), noise)
 
 
 @dataclass(frozen=True)
@@ -77,6 +109,7 @@ class Paired:
     new: list[str]  # in head only
     missing: list[str]  # in base only
     method_fallbacks: list[str] = field(default_factory=list)  # GPU methods differ: judged on wall
+    bounds: Bounds | None = None  # what the standard errors were judged against
 
     def named(self, verdict: str) -> list[str]:
         return [name for name, j in self.judged.items() if j.verdict == verdict]
@@ -119,6 +152,7 @@ class ABRun:
     base_failures: list[str] = field(default_factory=list)  # one line per base run that failed
     remeasured: list[int] = field(default_factory=list)  # benchmarks measured again in each further pair
     started: int = 0  # runs started, either side: numbers the files --save keeps
+    noise_note: str = ""  # which noise profile bounded the standard errors, or why none did
 
     @property
     def pairs(self) -> int:
@@ -147,21 +181,37 @@ def _pair_se(base: Sequence[Timing], head: Sequence[Timing]) -> float:
     logs = [math.log(h.median_s / b.median_s) for b, h in zip(base, head, strict=False)]
     if len(logs) < 2:
         return 0.0
-    return statistics.stdev(logs) / math.sqrt(len(logs))
+    mean = statistics.fmean(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1) / len(logs))
 
 
 def judge_figure(
-    figure: str, base: Sequence[Timing], head: Sequence[Timing], threshold: float = THRESHOLD, z: float = Z
+    figure: str,
+    base: Sequence[Timing],
+    head: Sequence[Timing],
+    threshold: float = THRESHOLD,
+    z: float = Z,
+    *,
+    z_slower: float | None = None,
+    sd: float | None = None,
 ) -> FigureVerdict:
-    """The verdict of one figure from its runs on each side (at least one each)."""
+    """The verdict of one figure from its runs on each side (at least one each): SAME within z standard
+    errors, SLOWER or FASTER beyond z_slower (default z) and the same way in every pair; `sd`, the runner's
+    run-to-run sd of the log figure (its noise profile), bounds the spread from below."""
     log_base = statistics.fmean(math.log(t.median_s) for t in base)
     log_head = statistics.fmean(math.log(t.median_s) for t in head)
     effect = log_head - log_base
-    se = max(_noise(base, head) * math.sqrt(1 / len(base) + 1 / len(head)), _pair_se(base, head))
+    scale = math.sqrt(1 / len(base) + 1 / len(head))
+    se = max(_noise(base, head) * scale, _pair_se(base, head))
+    if sd is not None:  # the profile's many runs weigh against the few of this A/B
+        df = len(base) + len(head) - 2
+        se = math.sqrt((PROFILE_DF * (sd * scale) ** 2 + df * se**2) / (PROFILE_DF + df))
     bound = math.log1p(threshold)
-    if effect > bound and effect > z * se:
+    beyond = z if z_slower is None else z_slower
+    pairs = [math.log(r) for r in _pair_ratios(base, head)]
+    if effect > bound and effect > beyond * se and all(p > 0 for p in pairs):
         verdict = SLOWER
-    elif -effect > bound and -effect > z * se:
+    elif -effect > bound and -effect > beyond * se and all(p < 0 for p in pairs):
         verdict = FASTER
     elif abs(effect) + z * se < bound:
         verdict = SAME
@@ -179,10 +229,11 @@ def judge(
     base_runs: Sequence[Results],
     head_runs: Sequence[Results],
     threshold: float = THRESHOLD,
-    z: float = Z,
+    bounds: Bounds | None = None,
 ) -> tuple[Judgement, bool]:
     """One benchmark over the runs that have it: (its judgement, whether its GPU figure was set aside
     because the two sides measured it by different methods)."""
+    bounds = bounds or Bounds()
     base_runs = [r for r in base_runs if name in r.timings]
     head_runs = [r for r in head_runs if name in r.timings]
     on_gpu = all(name in r.gpu_timings for r in (*base_runs, *head_runs))
@@ -193,7 +244,10 @@ def judge(
     for figure in wanted:
         base = [r.figures(name)[figure] for r in base_runs]
         head = [r.figures(name)[figure] for r in head_runs]
-        figures[figure] = judge_figure(figure, base, head, threshold, z)
+        sd = bounds.noise.figure_sd(name, figure) if bounds.noise is not None else None
+        figures[figure] = judge_figure(
+            figure, base, head, threshold, bounds.z, z_slower=bounds.z_slower, sd=sd
+        )
     primary = GPU if GPU in figures else WALL
     verdict = figures[primary].verdict
     host_bound = any(r.timings[name].host_bound for r in base_runs)
@@ -206,7 +260,10 @@ def judge(
 
 
 def judge_all(
-    base_runs: Sequence[Results], head_runs: Sequence[Results], threshold: float = THRESHOLD, z: float = Z
+    base_runs: Sequence[Results],
+    head_runs: Sequence[Results],
+    threshold: float = THRESHOLD,
+    bounds: Bounds | None = None,
 ) -> Paired:
     """Every benchmark of either side; those of one side only are new or missing, never judged."""
     runs = aligned([*base_runs, *head_runs])  # GPU figures of one method (perf/tools/reading/results.py)
@@ -215,7 +272,7 @@ def judge_all(
     in_head = {name for r in head_runs for name in r.timings}
     judged, fallbacks = {}, []
     for name in sorted(in_base & in_head):
-        judged[name], fell_back = judge(name, base_runs, head_runs, threshold, z)
+        judged[name], fell_back = judge(name, base_runs, head_runs, threshold, bounds)
         if fell_back:
             fallbacks.append(name)
-    return Paired(judged, sorted(in_head - in_base), sorted(in_base - in_head), fallbacks)
+    return Paired(judged, sorted(in_head - in_base), sorted(in_base - in_head), fallbacks, bounds)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -126,10 +126,15 @@ def replay_ab(
     max_pairs: int,
     plant: Plant | None = None,
     deals: Sequence[tuple[int, ...]] | None = None,
-    judge: Callable[..., object] = judged,
+    noise: Noise | None = None,
 ) -> Tally:
     """The A/B rule on deals of `runs` (one set, oldest first): base and head from the same runs, the
-    head's planted where `plant` is given."""
+    head's planted where `plant` is given; `noise` the runner's noise profile the live A/B would read."""
+    looks = max_pairs - FIRST_PAIRS + 1
+
+    def judge(base: list[Results], head: list[Results]):
+        return judged(base, head, threshold, z, noise=noise, looks=looks)
+
     heads, names = _targets(runs, plant)
     tally = Tally(AB, CLEAN if plant is None else str(plant))
     for deal in deals if deals is not None else ab_deals(len(runs)):
@@ -138,7 +143,7 @@ def replay_ab(
         for pair in range(FIRST_PAIRS):
             for side, index in zip(order(pair), order_of_runs[2 * pair : 2 * pair + 2], strict=True):
                 sides[side].append(runs[index] if side == BASE else heads[index])
-        paired = judge(sides[BASE], sides["head"], threshold, z)
+        paired = judge(sides[BASE], sides["head"])
         pair = FIRST_PAIRS
         while (
             pair < max_pairs
@@ -148,7 +153,7 @@ def replay_ab(
             for side, index in zip(order(pair), order_of_runs[2 * pair : 2 * pair + 2], strict=True):
                 run = runs[index] if side == BASE else heads[index]
                 sides[side].append(_restricted(run, unknown))
-            paired = judge(sides[BASE], sides["head"], threshold, z)
+            paired = judge(sides[BASE], sides["head"])
             pair += 1
         counted = sorted(paired.judged) if names is None else [n for n in names if n in paired.judged]
         slower = {n: _decided_by(paired.judged[n]) for n in counted if paired.judged[n].verdict == SLOWER}

@@ -9,7 +9,17 @@ from pathlib import Path
 
 from perf.storage import write_whole
 from perf.tools.judging.kernel_shares import KERNEL_SHARE, kernel_lines
-from perf.tools.judging.paired_rule import FASTER, FIRST_PAIRS, SAME, SLOWER, UNKNOWN, ABRun, Judgement
+from perf.tools.judging.paired_rule import (
+    FALSE_RATE,
+    FASTER,
+    FIRST_PAIRS,
+    SAME,
+    SLOWER,
+    UNKNOWN,
+    ABRun,
+    Bounds,
+    Judgement,
+)
 from perf.tools.reading.errors import GateError
 from perf.tools.reading.kernel_changes import explanation_lines
 from perf.tools.reading.results import Results
@@ -56,11 +66,13 @@ def counts(ab: ABRun) -> str:
 
 
 def rule(ab: ABRun) -> str:
+    bounds = ab.paired.bounds if ab.paired is not None and ab.paired.bounds is not None else Bounds(ab.z)
     return (
         f"rule: base and head alternately (ABBA, then BA/AB pairs for the undecided, at most {ab.max_pairs} "
-        f"pairs); slower or faster by more than {ab.threshold:.1%} and {ab.z:g} standard errors of the runs' "
-        f"spread, same when that whole band is within {ab.threshold:.1%}; judged on gpu time where both "
-        "sides measured it alike, and on wall time unless host-bound; slower too where a kernel of at least "
+        f"pairs); slower or faster by more than {ab.threshold:.1%}, {bounds.z_slower:.2f} standard errors (a "
+        f"{FALSE_RATE:.0%} chance of any false slower in the gate) and in every pair; same when {bounds.z:g} "
+        f"standard errors lie within {ab.threshold:.1%}; judged on gpu time where both sides measured it "
+        "alike, and on wall time unless host-bound; slower too where a kernel of at least "
         f"{KERNEL_SHARE:.0%} of its GPU time grew by that rule, in its time and in its share"
     )
 
@@ -107,6 +119,8 @@ def report(ab: ABRun) -> list[str]:
     lines = [decision(ab)]
     if exit_code(ab) != 2:
         lines += [counts(ab), *textwrap.wrap(rule(ab), WIDTH, subsequent_indent="  ")]
+    if ab.noise_note:
+        lines.append(ab.noise_note)
     lines.append(f"base {ab.base_commit[:SHORT]}; head the working tree, {ab.head_state}")
     lines += [f"base could not run the selection: {failure}" for failure in ab.base_failures]
     paired = ab.paired

@@ -26,8 +26,14 @@ def _share(count: int, total: int) -> str:
     return f"{count / total:.1%} ({count})" if total else "-"
 
 
+def _cut(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
 def _row(tally: Tally, names: dict[str, str]) -> list[str]:
-    worst = ", ".join(f"{names.get(n, n)} {rate:.0%}" for n, rate in tally.worst(2)) if tally.slower else ""
+    worst = (
+        ", ".join(f"{_cut(names.get(n, n))} {rate:.0%}" for n, rate in tally.worst(2)) if tally.slower else ""
+    )
     decided = ", ".join(f"{why} {count}" for why, count in tally.why.most_common())
     failed = _share(tally.failed, tally.gates) if tally.scenario == CLEAN else ""
     return [

@@ -17,9 +17,10 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perf.storage import ROOT, partial_name
+from perf.storage import BASELINES, ROOT, partial_name
 from perf.tools.judging import paired_rule
 from perf.tools.judging.kernel_shares import judged
+from perf.tools.judging.noise_thresholds import noise_profile
 from perf.tools.judging.paired_rule import BASE, FIRST_PAIRS, HEAD, ABRun, order
 from perf.tools.reading.errors import GateError, Interrupted
 from perf.tools.reading.results import Results, load_results
@@ -86,11 +87,14 @@ def run_ab(
     z: float = paired_rule.Z,
     max_pairs: int = paired_rule.MAX_PAIRS,
     save: Path | None = None,
+    noise: str | None = None,
     repo: Path = ROOT,
     runner_for: Callable[[Path], Runner] = worktrees.runner_in,
     say: Callable[[str], None] = print,
+    baselines_dir: Path = BASELINES,
 ) -> ABRun:
-    """Measure base (`ref`) and head (`repo`'s working tree) in pairs and judge them; see the module."""
+    """Measure base (`ref`) and head (`repo`'s working tree) in pairs and judge them; see the module. `noise`
+    is --noise: the noise profile's file, 'off', or None for the one beside the GPU's baselines."""
     commit = worktrees.resolve_commit(ref, repo)  # a bad ref: one line, nothing run
     ab = ABRun(commit, worktrees.working_tree_state(repo), threshold, z, max_pairs)
     if worktrees.is_dirty(repo):
@@ -119,10 +123,16 @@ def run_ab(
 
         for pair in range(FIRST_PAIRS):
             one_pair(pair, with_selection(pytest_args))
-        ab.paired = judged(ab.runs[BASE], ab.runs[HEAD], threshold, z)
+        profile, ab.noise_note = noise_profile(noise, ab.runs[HEAD][0], baselines_dir)
+        looks = max_pairs - FIRST_PAIRS + 1
+
+        def judge() -> paired_rule.Paired:
+            return judged(ab.runs[BASE], ab.runs[HEAD], threshold, z, noise=profile, looks=looks)
+
+        ab.paired = judge()
         while ab.pairs < max_pairs and (unknown := ab.paired.named(paired_rule.UNKNOWN)):
             say(f"A/B: {len(unknown)} undecided, measured again (pair {ab.pairs + 1} of at most {max_pairs})")
             ab.remeasured.append(len(unknown))
             one_pair(ab.pairs - 1, [*unknown, *flags])
-            ab.paired = judged(ab.runs[BASE], ab.runs[HEAD], threshold, z)
+            ab.paired = judge()
     return ab

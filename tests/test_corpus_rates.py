@@ -1,0 +1,52 @@
+"""The gate's rules on the stored same-code corpus (baselines/<gpu>/same-code/, perf/tools/calibrate.py): the
+false-alarm rate per gate and the share of planted slowdowns caught hold at what docs/gate.md reports, so a
+rule change that raises false alarms or loses sensitivity fails here. Deals are drawn at random (a fixed
+seed) to keep the test within seconds; `python -m perf.tools.calibrate` replays every one."""
+
+from __future__ import annotations
+
+import pytest
+
+from perf.tools import calibrate
+from perf.tools.judging import paired_rule, replay
+from perf.tools.judging.plants import LARGEST_KERNEL, SMALLEST_KERNEL, Plant
+from perf.tools.reading.corpus import corpus_folders, load_corpus
+
+CORPORA = corpus_folders()
+DEALS = 40
+
+
+@pytest.fixture(scope="module", params=CORPORA, ids=[p.parent.name for p in CORPORA])
+def corpus(request):
+    return load_corpus(request.param)
+
+
+def ab(corpus, plant=None, profile="same"):
+    sets = [s.runs for s in corpus.sets]
+    i = max(range(len(sets)), key=lambda j: len(sets[j]))
+    runs = sets[i]
+    return replay.replay_ab(
+        runs,
+        threshold=paired_rule.THRESHOLD,
+        z=paired_rule.Z,
+        max_pairs=paired_rule.MAX_PAIRS,
+        plant=plant,
+        deals=replay.ab_deals(len(runs), DEALS, seed=1),
+        noise=calibrate.profile_for(sets, i, profile if len(sets) == 1 else "cross"),
+    )
+
+
+def test_the_corpus_is_stored():
+    assert CORPORA, "no same-code corpus under baselines/<gpu>/same-code/"
+
+
+def test_ab_fails_no_clean_gate_with_the_runners_noise_profile(corpus):
+    clean = ab(corpus)
+    assert clean.gates == DEALS and clean.failed == 0, clean.worst()
+
+
+def test_ab_catches_planted_slowdowns(corpus):
+    assert ab(corpus, Plant(1.03)).verdict_rate > 0.9
+    assert ab(corpus, Plant(1.015)).verdict_rate > 0.7
+    assert ab(corpus, Plant(1.02, SMALLEST_KERNEL)).verdict_rate > 0.8
+    assert ab(corpus, Plant(1.02, LARGEST_KERNEL)).verdict_rate > 0.85
