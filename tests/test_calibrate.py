@@ -111,7 +111,8 @@ def test_ab_replay_counts_false_alarms_per_gate_and_catches_plants(corpus):
 def test_stored_and_history_replays_judge_every_pair_of_sittings(corpus):
     sets = [s.runs for s in load_corpus(corpus).sets]
     same = replay.replay_stored(sets[0], sets[0], same_set=True, remeasure=2)
-    assert same.gates == 8 * 4  # each baseline: 8 less itself and its 3 noise runs
+    assert same.gates == 8 * 7  # each baseline against the 7 other runs, the rest its noise file
+    assert replay.replay_stored(sets[0], sets[0], same_set=True, remeasure=2, noise_runs=3).gates == 8 * 4
     other = replay.replay_stored(sets[0], sets[1], same_set=False, remeasure=0)
     assert other.gates == 8 * 6 and other.rule == replay.FILES
     history = replay.replay_history([*sets[0], *sets[1]], window=12)
@@ -128,3 +129,11 @@ def test_the_command_prints_a_row_per_rule_and_scenario(corpus, capsys, tmp_path
     assert "14 runs of aaaaaaaaaaaa" in printed
     assert printed.count("A/B ") == 1 + len(calibrate.WHOLE_PLANTS) + len(calibrate.KERNEL_PLANTS)
     assert "| stored files | clean |" in out.read_text()
+
+
+def test_the_history_rule_holds_clean_runs_of_one_percent_noise_and_catches_a_large_step(tmp_path):
+    """Twelve runs estimate a spread loosely: the window's threshold is Student's, not 4 x the spread."""
+    runs = [load_results(p, "run") for p in write_set(tmp_path, 112, clock_sd=0.01, own_sd=0.01, seed=3)]
+    clean = replay.replay_history(runs)
+    assert clean.gates == 100 and clean.failed <= 4  # a 1% chance a gate: 1 expected, 5 or more 0.4%
+    assert replay.replay_history(runs, plant=Plant(1.15)).verdict_rate == 1.0

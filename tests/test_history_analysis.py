@@ -95,7 +95,7 @@ def test_the_gate_against_history_passes_a_clean_run_and_fails_a_slower_one(reco
         capsys, "--against", "history", "--history", recorded, "--current", write(tmp_path, doc)
     )
     assert code == 1 and section(out, "regressions") == [short(NAMES[3])], out
-    assert "(noise 4 x " in out  # its own threshold, from the history
+    assert "% sd)" in out  # its own threshold, from the history's spread
 
 
 def test_the_history_baseline_starts_after_the_step(recorded, tmp_path, capsys):

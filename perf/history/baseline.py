@@ -18,7 +18,7 @@ from typing import Any
 from perf.history.records import utc_time
 from perf.history.store import History, HistoryError, Point, connect
 from perf.tools.judging.noise_thresholds import Noise, NoiseThresholds
-from perf.tools.judging.window_rule import MIN_RUNS, WINDOW, K, window_baseline
+from perf.tools.judging.window_rule import FALSE_RATE, MIN_RUNS, WINDOW, window_baseline
 from perf.tools.reading.errors import GateError
 from perf.tools.reading.results import Results
 
@@ -117,8 +117,8 @@ def against_history(
     baseline, noise = history_baseline(history, current, branch=branch)
     note = (
         f"baseline: the last {WINDOW} clean runs of branch {branch} on {current.machine} "
-        f"in {history.url}; thresholds max(floor, {K:g} x their robust spread), --threshold "
-        f"{threshold:.0%} where fewer than {MIN_RUNS} runs have a figure"
+        f"in {history.url}; thresholds max(floor, t x their sd x sqrt(1 + 1/n)), a {FALSE_RATE:.0%} chance "
+        f"of any false regression; --threshold {threshold:.0%} where fewer than {MIN_RUNS} runs have a figure"
     )
     short = f"with fewer than {MIN_RUNS} clean runs of {{what}} in the history"
     return baseline, NoiseThresholds(threshold, noise, baseline.gpu_methods, [note], unknown_reason=short)

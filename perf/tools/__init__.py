@@ -8,7 +8,8 @@ The command lines, where users call them, each parsing its arguments and calling
 - `python -m perf.tools.bisect`: the first commit between two that made a selection slower;
 - `python -m perf.tools.combine`: the parts of one run, measured in several invocations, as one baseline;
 - `python -m perf.tools.nccl_tests`: the collectives' bus bandwidth beside nccl-tests';
-- `python -m perf.tools.report`: Markdown, HTML and plots of a result, alone or against a baseline.
+- `python -m perf.tools.report`: Markdown, HTML and plots of a result, alone or against a baseline;
+- `python -m perf.tools.calibrate`: the rules replayed on a same-code corpus, their false alarms and catches.
 
 The floors, each importing only those below it (tests/test_layout.py checks it):
 

@@ -9,5 +9,7 @@ functions of results; nothing here runs pytest or prints.
   the suspects judged;
 - `outcome`: one category per benchmark, the same in the gate and the report;
 - `paired_rule` and `kernel_shares`: the A/B's rule over alternated runs, kernel by kernel too; ABRun;
-- `bisect_search`: the search for the first slower commit, given a way to measure one.
+- `bisect_search`: the search for the first slower commit, given a way to measure one;
+- `window_rule`: the gate against history's baseline and thresholds from a window of runs;
+- `replay` and `plants`: the rules replayed on a same-code corpus, with slowdowns planted in its runs.
 """

@@ -10,9 +10,11 @@ figure is judged at --threshold and a note says how many were.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 from perf.storage import BASELINES, ROOT, machine_folder
 from perf.tools.judging.regression_rule import Threshold
@@ -29,20 +31,38 @@ def _number(value: object) -> float | None:
     return float(value) if ok else None
 
 
+# The chance of any false regression in one gate against a stored baseline, over its benchmarks' figures:
+# a threshold is at least z x sd x sqrt(2) (one run against one run), z from this chance (Bonferroni).
+FALSE_RATE = 0.01
+
+
+def family_z(tests: int, false_rate: float = FALSE_RATE) -> float:
+    """The standard deviations one of `tests` one-sided tests must clear for any false alarm among them to
+    have at most `false_rate` chance (Bonferroni)."""
+    return NormalDist().inv_cdf(1 - false_rate / max(1, tests))
+
+
 @dataclass(frozen=True)
 class FigureNoise:
-    """One figure's thresholds: k, the floor and each benchmark's spread."""
+    """One figure's thresholds: k, the floor and each benchmark's spread; where the file records each
+    benchmark's run-to-run sd, at least z_sd x sd x sqrt(2), the bound of one run against one run."""
 
     k: float
     floor: float
     spread: dict[str, float]
+    sd: dict[str, float] = field(default_factory=dict)
+    z_sd: float = 0.0
+    sd_factor: float = math.sqrt(2)  # one run against one run; against a window's median, sqrt(1 + 1/n)
 
     def threshold(self, name: str) -> Threshold | None:
-        if name not in self.spread:
+        if name not in self.spread and name not in self.sd:
             return None
-        noise = self.k * self.spread[name]
-        if noise <= self.floor:
+        noise = self.k * self.spread.get(name, 0.0)
+        by_sd = self.z_sd * self.sd.get(name, 0.0) * self.sd_factor
+        if max(noise, by_sd) <= self.floor:
             return Threshold(self.floor, "floor")
+        if by_sd > noise:
+            return Threshold(by_sd, f"noise {self.z_sd * self.sd_factor:.2f} x {self.sd[name]:.2%} sd")
         return Threshold(noise, f"noise {self.k:g} x {self.spread[name]:.2%}")
 
 
@@ -109,10 +129,12 @@ def noise_of(data: object, path: Path) -> Noise:
     if not k or not floor or not isinstance(benchmarks, dict) or not isinstance(data.get("gpu"), str):
         raise GateError(f"{path}: damaged (k, floor, gpu or benchmarks missing or not valid)")
     entries = {name: entry for name, entry in benchmarks.items() if isinstance(entry, dict)}
-    figures = {GPU: FigureNoise(k, floor, _spreads(entries, "gpu_spread"))}
+    sd = {figure: _spreads(entries, f"{figure}_sd") for figure in (GPU, WALL)}
+    z_sd = family_z(len(sd[GPU]) + len(sd[WALL]))
+    figures = {GPU: FigureNoise(k, floor, _spreads(entries, "gpu_spread"), sd[GPU], z_sd)}
     k_wall, wall_floor = _number(data.get("k_wall")), _number(data.get("wall_floor"))
     if k_wall and wall_floor:
-        figures[WALL] = FigureNoise(k_wall, wall_floor, _spreads(entries, "wall_spread"))
+        figures[WALL] = FigureNoise(k_wall, wall_floor, _spreads(entries, "wall_spread"), sd[WALL], z_sd)
     methods = {
         name: str(entry.get("gpu_method") or ISOLATED)
         for name, entry in entries.items()
@@ -123,7 +145,6 @@ def noise_of(data: object, path: Path) -> Noise:
     }
     runs = data.get("runs")
     count = len(runs) if isinstance(runs, list) else 0
-    sd = {figure: _spreads(entries, f"{figure}_sd") for figure in (GPU, WALL)}
     kernel_sd = {
         name: _kernel_sds(e["kernels"]) for name, e in entries.items() if isinstance(e.get("kernels"), dict)
     }

@@ -6,9 +6,9 @@ catches a slowdown planted in the head's runs (perf/tools/judging/plants.py). No
 - A/B: every deal of four runs of a set in time order as ABBA, judged as the live A/B judges them
   (kernel_shares.judged); the undecided get the further BA/AB pairs the live gate would measure, from the
   set's unused runs that follow, restricted to the undecided benchmarks as a re-measurement is.
-- Stored baseline: one run as the baseline, the noise file from the NOISE_RUNS runs after it, judged against
-  every other run of the current set, each suspect measured again on the runs after the current one
-  (`remeasure` 0: a comparison of two stored files).
+- Stored baseline: one run as the baseline, judged against every other run of the current set, each suspect
+  measured again on the runs after the current one (`remeasure` 0: a comparison of two stored files); the
+  noise file from the set's runs not judged, as one made from the corpus (or `make noise`'s few after it).
 - History: every WINDOW consecutive runs as the history, judged against the run after them, on its first
   verdict (no re-measurement): a nightly gate over hundreds of benchmarks stands on it.
 """
@@ -183,28 +183,35 @@ def replay_stored(
     *,
     same_set: bool,
     remeasure: int,
+    noise_runs: int | None = None,
     threshold: float = regression_rule.THRESHOLD,
     z: float = regression_rule.Z,
     host_threshold: float = regression_rule.HOST_BOUND_THRESHOLD,
     plant: Plant | None = None,
 ) -> Tally:
     """The gate against a stored baseline and its noise file: every run of `baseline_runs` as the baseline,
-    the noise from the NOISE_RUNS runs after it; every other run of `current_runs` judged against it."""
+    every other run of `current_runs` judged against it, its suspects measured again on the runs after it.
+    The noise file: the `noise_runs` runs after the baseline (`make noise`'s few), or None: every run of the
+    baseline's set that is not judged (a noise file from the corpus)."""
     currents, names = _targets(current_runs, plant)
-    rule_name = STORED if remeasure else FILES
-    tally = Tally(rule_name, CLEAN if plant is None else str(plant))
+    tally = Tally(STORED if remeasure else FILES, CLEAN if plant is None else str(plant))
     n = len(baseline_runs)
     for b in range(n):
-        noise_runs = [(b + 1 + i) % n for i in range(NOISE_RUNS)]
-        document = noise_document([baseline_runs[i] for i in noise_runs], "replay")
-        noise = noise_of(document, Path("the replay's noise runs"))
-        used = {b, *noise_runs} if same_set else set()
+        fixed = [(b + 1 + i) % n for i in range(noise_runs)] if noise_runs else []
+        used = {b, *fixed} if same_set else set()
         others = [i for i in range(len(current_runs)) if i not in used]
         for position, c in enumerate(others):
+            again = [others[(position + 1 + k) % len(others)] for k in range(remeasure)]
+            judged_here = {c, *again} if same_set else set()
+            noisy = fixed or [i for i in range(n) if i != b and i not in judged_here]
+            document = noise_document([baseline_runs[i] for i in noisy], "replay")
+            noise = noise_of(document, Path("the replay's noise runs"))
             baseline, current = aligned([baseline_runs[b], currents[c]])
             rule = _stored_rule(noise, baseline, threshold, z, host_threshold)
-            again = [currents[others[(position + 1 + k) % len(others)]] for k in range(remeasure)]
-            slower = _slower_of(compare(baseline, current, rule).suspects, again, rule, baseline.gpu_methods)
+            measured = [currents[i] for i in again]
+            slower = _slower_of(
+                compare(baseline, current, rule).suspects, measured, rule, baseline.gpu_methods
+            )
             counted = sorted(set(baseline.timings) & set(current.timings))
             tally.add(counted if names is None else [x for x in names if x in counted], slower)
     return tally

@@ -9,7 +9,8 @@
   world sizes), and node ids shortened for rows;
 - `kernel_changes`: the kernels that changed between two runs' stored kernel tables;
 - `parts`: the parts of one run read as one document and stored as one baseline (`perf.tools.combine`);
-- `nccl_logs`: nccl-tests' logs and the suite's NCCL results as rows (`perf.tools.nccl_tests`).
+- `nccl_logs`: nccl-tests' logs and the suite's NCCL results as rows (`perf.tools.nccl_tests`);
+- `corpus`: a same-code corpus (runs of one commit, GPU and method), or why it cannot be used.
 
 Nothing here imports another floor of the tools (tests/test_layout.py checks it).
 """

@@ -6,6 +6,7 @@
 - `bisect_answer`: what a bisection prints as it goes and at the end;
 - `noise_summary`: the thresholds a noise file gives;
 - `nccl_table`: the suite's NCCL bus bandwidth beside nccl-tests';
+- `calibration`: the calibration's rates as a table;
 - the report of a result file (`python -m perf.tools.report`): `document` (its content, written as Markdown
   and HTML), `comparison` (current against baseline by the gate's rule, with its ratio plot), `plots` and
   `figures` (the PNGs the results have data for, and the drawing they share), `render` (the blocks of a
