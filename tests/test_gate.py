@@ -192,7 +192,7 @@ def test_unchanged_results_with_realistic_noise_pass(tmp_path, capsys, seed):
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0] == lines[-1] == f"PASS: no regression, {len(NAMES)} benchmarks compared"
-    counts = "0 regressed, 0 did not persist, 0 host-bound slower, 0 clock moved, 0 faster, "
+    counts = "0 regressed, 0 did not persist, 0 host-bound slower, 0 host noise, 0 clock moved, 0 faster, "
     assert f"{len(NAMES)} compared: {counts}" in out
 
 

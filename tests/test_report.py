@@ -359,7 +359,8 @@ def test_baseline_table_shows_medians_ratio_and_verdict(tmp_path, capsys):
         "| `test_matmul.py::test_matmul[n512-fp32]` | 10 | 8 | 0.800 | - | - | - | faster (wall) |",
     ]
     assert (
-        "4 benchmarks in both runs: 1 slower, 1 faster, 1 unchanged, 1 host-bound slower, 0 clock moved; "
+        "4 benchmarks in both runs: 1 slower, 1 faster, 1 unchanged, 1 host-bound slower, 0 host noise, "
+        "0 clock moved; "
         "not compared: 1 new; 4 judged on wall time alone" in md
     )
     new = lines[lines.index("### New (not in the baseline)") :]

@@ -208,7 +208,10 @@ def test_a_benchmark_counts_once_and_the_gate_and_the_report_count_alike(tmp_pat
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == "FAIL: 2 regressions (2 in gpu time), 5 benchmarks compared"
-    counts = "2 regressed, 0 did not persist, 1 host-bound slower, 0 clock moved, 1 faster, 1 unchanged"
+    counts = (
+        "2 regressed, 0 did not persist, 1 host-bound slower, 0 host noise, 0 clock moved, 1 faster, "
+        "1 unchanged"
+    )
     assert f"5 compared: {counts}" in lines
     # Slower on GPU time and faster on the wall: a regression, its faster wall time beside it.
     assert section(out, "regressions") == ["test_matmul[n512-bf16]", "test_matmul[n4096-bf16]"]
@@ -225,7 +228,8 @@ def test_a_benchmark_counts_once_and_the_gate_and_the_report_count_alike(tmp_pat
     )
     md = (tmp_path / "r" / "report.md").read_text()
     assert (
-        "5 benchmarks in both runs: 2 slower, 1 faster, 1 unchanged, 1 host-bound slower, 0 clock moved; "
+        "5 benchmarks in both runs: 2 slower, 1 faster, 1 unchanged, 1 host-bound slower, 0 host noise, "
+        "0 clock moved; "
         f"{not_compared};" in md
     )
     assert (
@@ -235,7 +239,8 @@ def test_a_benchmark_counts_once_and_the_gate_and_the_report_count_alike(tmp_pat
     assert "| `test_transfer.py::test_x[1]` | missing: selected by the current file, no result" in md
     # Without the noise file both judge the 3% GPU slowdown at 5%: unchanged, in both.
     code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", current, "--noise", "off")
-    assert "1 regressed, 0 did not persist, 1 host-bound slower, 0 clock moved, 1 faster, 2 unchanged" in out
+    counted = "1 regressed, 0 did not persist, 1 host-bound slower, 0 host noise, 0 clock moved, 1 faster"
+    assert f"{counted}, 2 unchanged" in out
     assert (
         report.main(
             [str(current), "--baseline", str(baseline), "--noise", "off", "--out", str(tmp_path / "r")]
@@ -325,3 +330,24 @@ def test_a_kernel_heading_too_long_for_the_line_puts_the_gpu_time_under_the_name
     wrapped = explanation_lines(name, info, slower, width=118)
     assert wrapped[:2] == [f"kernels of {name}:", "    GPU busy time 10.000 -> 10.500 ms per call (+5.0%)"]
     assert GEMM in wrapped[3]
+
+
+def test_a_host_bound_wall_slower_with_its_gpu_time_steady_is_host_noise_between_two_files(tmp_path, capsys):
+    """Two stored files cannot measure a suspect again: a host-bound benchmark's wall time 1.5x, its GPU time
+    the same, is listed as host noise; with its GPU time slower too it is a regression."""
+    name = "perf/test_end_to_end.py::test_train_step[sdpa-small-bf16]"
+    base_extra = {name: extra(10.0, kernels(10.0)) | {"median_ms": 40.0, "host_ms": 38.0}}
+    baseline = write_results(tmp_path / "base.json", {name: stats(0.040, 0.01)}, extra=base_extra)
+    for gpu_ms, code_wanted in ((10.0, 0), (11.0, 1)):
+        now = write_results(
+            tmp_path / f"now{gpu_ms}.json",
+            {name: stats(0.060, 0.01, seed=1)},
+            extra={name: extra(gpu_ms, kernels(gpu_ms))},
+        )
+        code, out, _ = run_gate(capsys, "--baseline", baseline, "--current", now, "--noise", "off")
+        assert code == code_wanted, out
+        if code == 0:
+            assert "0 host-bound slower, 1 host noise" in out
+            title = "host noise (1, never failing): host-bound, wall slower by more than 25.0% (--host-bound"
+            (line,) = [line for line in out.splitlines() if line.startswith("host noise (")]
+            assert line.startswith(title)

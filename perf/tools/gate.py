@@ -270,8 +270,8 @@ def _judge(
         )
         thresholds = noise_thresholds(options.noise, baseline, options.threshold, baselines_dir)
     rule = with_noise(Rule(options.threshold, options.z, options.host_bound_threshold), thresholds)
-    comparison = compare(baseline, current, rule)
     own_run = options.current is None
+    comparison = compare(baseline, current, rule, remeasurable=own_run)
     if own_run:
         regressions, not_persisted = confirm(
             comparison.suspects, runner, options.pytest_args, baseline.gpu_methods, options.remeasure, rule

@@ -12,6 +12,7 @@ from perf.tools.judging.regression_rule import (
     CLOCK_MOVED,
     HOST_BOUND_SLOWER,
     HOST_BOUND_THRESHOLD,
+    HOST_NOISE,
     THRESHOLD,
     Threshold,
     Z,
@@ -19,7 +20,7 @@ from perf.tools.judging.regression_rule import (
     noise_bound,
 )
 from perf.tools.reading.results import ISOLATED, Results
-from perf.tools.reading.timings import FIGURES, GPU, WALL, Timing
+from perf.tools.reading.timings import GPU, WALL, Timing
 
 # The threshold a change records when none was given: the gate's default, from --threshold.
 DEFAULT_THRESHOLD = Threshold(THRESHOLD, "--threshold")
@@ -63,7 +64,7 @@ class Rule:
         (regression_rule.judge); everything else at `limit`."""
         limit = self.limit(name, figure)
         host_bound = self.as_measured(name, figure, baseline).host_bound
-        if figure == WALL and host_bound and verdict in ("slower", HOST_BOUND_SLOWER):
+        if figure == WALL and host_bound and verdict in ("slower", HOST_BOUND_SLOWER, HOST_NOISE):
             if limit.value > self.host_threshold:
                 return limit
             return Threshold(self.host_threshold, "--host-bound-threshold")
@@ -102,6 +103,7 @@ class Comparison:
     # Benchmarks judged on wall time alone, by why their GPU time could not be compared.
     wall_only: dict[str, list[str]] = field(default_factory=dict)
     clock_moved: list[Change] = field(default_factory=list)  # GPU time slower, within it at the same clock
+    host_noise: list[Change] = field(default_factory=list)  # host-bound wall slower, GPU not: files only
 
 
 def gpu_missing_reason(baseline: Results, current: Results, name: str) -> str | None:
@@ -117,19 +119,26 @@ def gpu_missing_reason(baseline: Results, current: Results, name: str) -> str | 
     return None
 
 
-def compare(baseline: Results, current: Results, rule: Rule) -> Comparison:
+def compare(baseline: Results, current: Results, rule: Rule, *, remeasurable: bool = True) -> Comparison:
     """Every benchmark of both runs judged on each figure both have; one Change per benchmark and
-    figure that moved."""
-    found: dict[str, list[Change]] = {"slower": [], "faster": [], HOST_BOUND_SLOWER: [], CLOCK_MOVED: []}
+    figure that moved. Where the suspects cannot be measured again (`remeasurable` False: two stored files),
+    a host-bound benchmark's wall time slower while its GPU time is not is HOST_NOISE, not a suspect."""
+    found: dict[str, list[Change]] = {
+        "slower": [], "faster": [], HOST_BOUND_SLOWER: [], CLOCK_MOVED: [], HOST_NOISE: [],
+    }  # fmt: skip
     wall_only: dict[str, list[str]] = {}
     common = [name for name in current.timings if name in baseline.timings]
     for name in common:
         before, after = baseline.figures(name), current.figures(name)
         reason = gpu_missing_reason(baseline, current, name)
-        for figure in FIGURES:
+        verdicts = {}
+        for figure in (GPU, WALL):  # the GPU time's verdict first: a host-bound wall's depends on it
             if figure not in before or figure not in after or (figure == GPU and reason is not None):
                 continue
-            verdict = rule.judge(name, figure, before[figure], after[figure])
+            verdict = verdicts[figure] = rule.judge(name, figure, before[figure], after[figure])
+            host_bound = rule.as_measured(name, figure, before[figure]).host_bound
+            if figure == WALL and verdict == "slower" and host_bound and not remeasurable:
+                verdict = HOST_NOISE if verdicts.get(GPU, "slower") != "slower" else verdict
             if verdict in found:
                 bound = noise_bound(before[figure], after[figure], rule.z)
                 threshold = rule.judged_at(name, figure, before[figure], verdict)
@@ -147,6 +156,7 @@ def compare(baseline: Results, current: Results, rule: Rule) -> Comparison:
         missing=sorted(name for name in baseline.timings if name not in current.timings),
         wall_only=wall_only,
         clock_moved=sorted(found[CLOCK_MOVED], key=lambda c: -c.ratio),
+        host_noise=sorted(found[HOST_NOISE], key=lambda c: -c.ratio),
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perf.tools.judging.changes import Change, Comparison
-from perf.tools.judging.regression_rule import CLOCK_MOVED, HOST_BOUND_SLOWER
+from perf.tools.judging.regression_rule import CLOCK_MOVED, HOST_BOUND_SLOWER, HOST_NOISE
 from perf.tools.reading.results import Results
 from perf.tools.reading.run_info import selection, world_sizes
 from perf.tools.reading.timings import GPU, WALL
@@ -21,7 +21,7 @@ FASTER = "faster"
 UNCHANGED = "unchanged"
 # A benchmark falls in the first category that one of its figures is in: a slowdown of its GPU time is
 # never hidden by a faster wall time, and a regression is never counted as an improvement too.
-PRECEDENCE = (SLOWER, NOT_PERSISTED, HOST_BOUND_SLOWER, CLOCK_MOVED, FASTER)
+PRECEDENCE = (SLOWER, NOT_PERSISTED, HOST_BOUND_SLOWER, HOST_NOISE, CLOCK_MOVED, FASTER)
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,7 @@ def classify(
         (SLOWER, regressions),
         (NOT_PERSISTED, not_persisted),
         (HOST_BOUND_SLOWER, comparison.host_bound),
+        (HOST_NOISE, comparison.host_noise),
         (CLOCK_MOVED, comparison.clock_moved),
         (FASTER, comparison.improvements),
     )

@@ -31,6 +31,12 @@ WALL_FLOOR = 0.02
 HOST_BOUND_THRESHOLD = 0.25
 HOST_BOUND_SLOWER = "host-bound slower"  # the verdict of a host-bound slowdown within its threshold
 
+# A host-bound benchmark's wall time slower beyond its threshold while its GPU time is not slower, where it
+# cannot be measured again (two stored files): the host's noise, which moves such walls 15-45% between runs of
+# unchanged code (NOTES.md: A gate that stays quiet); listed, never failing. A gate's own run measures it
+# again instead.
+HOST_NOISE = "host noise"
+
 # A GPU-time slowdown whose GPU ran at a lower mean SM clock, by at least this share of the slowdown, is
 # marked as the clock's; it still fails unless the change at the baseline's clock is within the threshold.
 CLOCK_SHARE = 0.5

@@ -210,7 +210,10 @@ def replay_stored(
             rule = _stored_rule(noise, baseline, threshold, z, host_threshold)
             measured = [currents[i] for i in again]
             slower = _slower_of(
-                compare(baseline, current, rule).suspects, measured, rule, baseline.gpu_methods
+                compare(baseline, current, rule, remeasurable=bool(remeasure)).suspects,
+                measured,
+                rule,
+                baseline.gpu_methods,
             )
             counted = sorted(set(baseline.timings) & set(current.timings))
             tally.add(counted if names is None else [x for x in names if x in counted], slower)

@@ -13,7 +13,7 @@ from typing import Any
 from perf.tools.judging import changes
 from perf.tools.judging.changes import Rule, gpu_missing_reason
 from perf.tools.judging.outcome import FASTER, SLOWER, UNCHANGED, Outcome, classify
-from perf.tools.judging.regression_rule import CLOCK_MOVED, HOST_BOUND_SLOWER
+from perf.tools.judging.regression_rule import CLOCK_MOVED, HOST_BOUND_SLOWER, HOST_NOISE
 from perf.tools.reading.kernel_changes import HEADER as KERNEL_HEADER
 from perf.tools.reading.kernel_changes import explanation_rows
 from perf.tools.reading.results import Results
@@ -68,7 +68,7 @@ class Comparison:
 def compare(baseline: Results, current: Results, rule: Rule, notes: Sequence[str] = ()) -> Comparison:
     """Every benchmark of both runs, judged and counted as the gate judges and counts them on two stored
     files (--current): every suspect a regression, as nothing is measured again."""
-    found = changes.compare(baseline, current, rule)
+    found = changes.compare(baseline, current, rule, remeasurable=False)
     outcome = classify(found, found.suspects, [], baseline, current, own_run=False)
     words, categories = {}, {}
     for entries in outcome.moved.values():
@@ -129,7 +129,7 @@ def _ratio(row: Compared, figure: str) -> str:
 
 
 # The categories in the order the report counts them.
-COUNTED = (SLOWER, FASTER, UNCHANGED, HOST_BOUND_SLOWER, CLOCK_MOVED)
+COUNTED = (SLOWER, FASTER, UNCHANGED, HOST_BOUND_SLOWER, HOST_NOISE, CLOCK_MOVED)
 
 
 def _counts(comparison: Comparison) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from perf.tools.judging.changes import Change, Rule
 from perf.tools.judging.outcome import FASTER, NOT_PERSISTED, PRECEDENCE, SLOWER, UNCHANGED, Moved, Outcome
-from perf.tools.judging.regression_rule import CLOCK_MOVED, HOST_BOUND_SLOWER, clock_moved
+from perf.tools.judging.regression_rule import CLOCK_MOVED, HOST_BOUND_SLOWER, HOST_NOISE, clock_moved
 from perf.tools.reading.kernel_changes import OTHER, changes_between, explanation_lines, no_breakdown_reason
 from perf.tools.reading.results import Results
 from perf.tools.reading.run_info import Side, gpu_count, short_names, world_sizes
@@ -39,6 +39,8 @@ TITLES = {
     "again",
     HOST_BOUND_SLOWER: "host-bound slower ({n}, never failing): wall time slower by more than {threshold} "
     "but within {judged}",
+    HOST_NOISE: "host noise ({n}, never failing): host-bound, wall slower by more than {judged}, GPU time "
+    "not; not measured again",
     CLOCK_MOVED: "clock moved ({n}, never failing): GPU time slower at a lower SM clock, within {judged} at "
     "the baseline's clock",
     FASTER: "improvements ({n}): faster by more than {judged} and the noise bound",
@@ -48,6 +50,7 @@ COUNTED = {
     SLOWER: "regressed",
     NOT_PERSISTED: "did not persist",
     HOST_BOUND_SLOWER: "host-bound slower",
+    HOST_NOISE: "host noise",
     CLOCK_MOVED: "clock moved",
     FASTER: "faster",
 }
