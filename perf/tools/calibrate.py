@@ -210,7 +210,9 @@ def calibrate(argv: Sequence[str]) -> int:
     corpora = [load_corpus(folder) for folder in folders]
     lacking = [line for corpus in corpora for line in missing(corpus, rules)]
     if lacking:
-        raise GateError("nothing replayed: " + "; ".join(lacking))
+        able = [r for r in rules if not any(missing(corpus, [r]) for corpus in corpora)]
+        hint = f" (--rules {','.join(able)} replays the others)" if able else ""
+        raise GateError("nothing replayed: " + "; ".join(lacking) + hint)
     text = []
     for corpus in corpora:
         profile = options.profile or ("cross" if len(corpus.sets) > 1 else "same")
