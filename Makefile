@@ -66,7 +66,7 @@ noise: env
 	$(PY) -m perf.tools.noise --runs $(NOISE_RUNS) -- $(ARGS)
 
 # The first commit between GOOD and BAD that made the selection (ARGS, needed: pytest arguments) slower on this
-# machine (perf/tools/bisect.py); BISECT_ARGS go to the tool (--threshold, --save DIR).
+# machine (perf/tools/bisect.py); BISECT_ARGS go to the tool (--runs, --noise, --threshold, --save DIR).
 bisect: env
 	$(if $(and $(GOOD),$(BAD)),,$(error GOOD=REF and BAD=REF are needed, e.g. make bisect GOOD=v1 BAD=HEAD ARGS="-k forward"))
 	$(PY) -m perf.tools.bisect $(GOOD) $(BAD) $(BISECT_ARGS) -- $(ARGS)

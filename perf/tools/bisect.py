@@ -5,9 +5,10 @@ GOOD and BAD (as `git bisect run` would, with the gate's rule as the test).
     python -m perf.tools.bisect v1.2 HEAD --save bisect/ -- -k train_step
 
 The commits are BAD's first-parent line after GOOD. Each measured commit is checked out beside this tree
-(perf/tools/running/worktrees.py, perf/tools/running/bisect_runs.py), measured once with the selection and
-removed; the search (perf/tools/judging/bisect_search.py) measures GOOD, then halves the range, BAD only where
-every commit before it was good. A commit at which the selection cannot run is skipped. Uncommitted changes
+(perf/tools/running/worktrees.py, perf/tools/running/bisect_runs.py), measured --runs times back to back
+and removed; the search (perf/tools/judging/bisect_search.py) measures GOOD, then halves the range, BAD only
+where every commit before it was good, each commit judged against GOOD by the A/B's paired rule with the
+runner's noise profile (--noise). A commit at which the selection cannot run is skipped. Uncommitted changes
 are never measured. What it prints: perf/tools/reporting/bisect_answer.py.
 
 Exit codes: 0 a first slower commit found, 1 no slowdown between GOOD and BAD in the selection, 2 bad input or
@@ -22,10 +23,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perf.storage import ROOT
+from perf.storage import BASELINES, ROOT
+from perf.tools.judging import paired_rule
 from perf.tools.judging.bisect_search import Rule, Step, expected_measurements, search
-from perf.tools.judging.regression_rule import Z
+from perf.tools.judging.noise_thresholds import Noise, noise_profile
 from perf.tools.reading.errors import GateError, Interrupted, tool_main
+from perf.tools.reading.results import Results
 from perf.tools.reading.run_info import SHORT
 from perf.tools.reporting.bisect_answer import answer_lines, step_printer
 from perf.tools.running.bisect_runs import candidates, measurer
@@ -33,9 +36,11 @@ from perf.tools.running.runs import Runner, is_selection, with_selection
 from perf.tools.running.worktrees import is_dirty, resolve_commit, runner_in, terminating_as_interrupt
 
 PROG = "perf.tools.bisect"
-# Lower than the gate's 5%: each commit is compared with GOOD measured minutes before on the same machine, and
-# once one slower commit is known the midpoint between the two decides, not the threshold.
-THRESHOLD = 0.03
+# The A/B's: each commit is compared with GOOD measured minutes before on the same machine, and once one
+# slower commit is known the midpoint between the two decides, not the threshold.
+THRESHOLD, Z = paired_rule.THRESHOLD, paired_rule.Z
+# Runs of each commit: two a side is the A/B's first look (ABBA), enough for a 2% step at low noise.
+RUNS = 2
 
 
 # --------------------------------------------------------------------------- command line
@@ -54,7 +59,16 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--z", type=float, default=Z, help=f"noise bound in standard errors, > 0 ({Z:g})")
     parser.add_argument(
-        "--save", type=Path, metavar="DIR", help="keep each measured commit's results as DIR/<short sha>.json"
+        "--runs", default=str(RUNS), metavar="N",
+        help=f"runs of each commit measured, back to back, >= 1 ({RUNS})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--noise", metavar="FILE|off",
+        help="the runner's noise file, whose run-to-run spreads bound the standard errors (default: "
+        "baselines/<gpu>/noise.json where it exists; off: the runs' own spread alone)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--save", type=Path, metavar="DIR", help="keep each run's results as DIR/<short sha>-<run>.json"
     )
     argv = list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
@@ -70,9 +84,12 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
             f"{missing[0]}: no such file or folder under perf/; give a path or node id that exists"
         )
     if not 0 < options.threshold < 1:
-        raise GateError(f"--threshold {options.threshold:g}: accepted is a fraction > 0 and < 1, e.g. 0.03")
+        raise GateError(f"--threshold {options.threshold:g}: accepted is a fraction > 0 and < 1, e.g. 0.01")
     if not 0 < options.z < math.inf:
         raise GateError(f"--z {options.z:g}: accepted is a positive number of standard errors, e.g. 3")
+    if not options.runs.isdigit() or int(options.runs) < 1:
+        raise GateError(f"--runs {options.runs}: accepted is a whole number of runs >= 1, e.g. {RUNS}")
+    options.runs = int(options.runs)
     if options.save is not None and options.save.exists() and not options.save.is_dir():
         raise GateError(f"--save {options.save}: not a folder; give the folder to keep the results in")
     return options
@@ -90,7 +107,7 @@ def _bisect(options: argparse.Namespace, repo: Path, runner_for: Callable[[Path]
         )
     args = with_selection(options.pytest_args)
     span = f"{len(commits)} commits after GOOD {good[:SHORT]} up to BAD {bad[:SHORT]}"
-    print(f"bisecting {span}: pytest {' '.join(args)}")
+    print(f"bisecting {span}, {options.runs} runs each: pytest {' '.join(args)}")
     measured: list[Step] = []
     printer = step_printer(expected_measurements(len(commits)), repo)
 
@@ -98,16 +115,22 @@ def _bisect(options: argparse.Namespace, repo: Path, runner_for: Callable[[Path]
         measured.append(step)
         printer(step)
 
-    rule = Rule(options.threshold, options.z)
+    def profile(good_run: Results) -> Noise | None:
+        noise, note = noise_profile(options.noise, good_run, BASELINES)
+        print(note)  # said once, before the first verdict
+        return noise
+
+    rule = Rule(options.threshold, options.z)  # looks: every probe the search may measure
+    measure = measurer(args, options.save, repo, runner_for, options.runs)
     try:
-        answer = search(good, commits, measurer(args, options.save, repo, runner_for), rule, on_step)
+        answer = search(good, commits, measure, rule, on_step, profile)
     except KeyboardInterrupt:
         kept = f"their results are in {options.save}" if options.save else "their results were not kept"
         raise Interrupted(f"after {len(measured)} measured commits; {kept}") from None
     print("\n".join(answer_lines(answer, repo)))
     if answer.first_bad is not None:
         total = f"{len(commits) + 1} (GOOD and the {len(commits)} after it)"
-        print(f"found in {answer.measured} measured commits of {total}")
+        print(f"found in {answer.measured} measured commits ({answer.runs} runs) of {total}")
         return 0
     return 1 if answer.reason.startswith("no slowdown") else 2
 

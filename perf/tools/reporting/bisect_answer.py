@@ -63,16 +63,22 @@ def answer_lines(answer: Answer, repo: Path) -> list[str]:
             f"    compared with {label}{comparison[:SHORT]}, the nearest measured good commit before it "
             f"(its parent {parent[0][:SHORT] if parent else '?'} was not measured)"
         )
-    before, after = answer.results_of(comparison), answer.results_of(first)
+    # The first run of each side shows the kernels; the figures are the geometric means of all runs.
+    before, after = answer.results_of(comparison)[0], answer.results_of(first)[0]
     info = {side: _infos(results) for side, results in ((BAD, after), (GOOD, before))}
     compared = len(after.timings.keys() & before.timings.keys())
     lines.append(f"slowed {len(answer.slowed)} of {compared} benchmarks (base -> this commit):")
     for figure in answer.slowed[:SLOWED_SHOWN]:
-        base_ms, current_ms = figure.base.median_s * 1e3, figure.current.median_s * 1e3
+        base_ms, current_ms = figure.base_s * 1e3, figure.current_s * 1e3
         lines.append(
             f"    {figure.figure:<4} {base_ms:10.3f} -> {current_ms:10.3f} ms {figure.ratio:6.3f}x  "
             f"{figure.name.split('::')[-1]}"
         )
+        for grown in figure.kernels:  # the kernels that decided it (perf/tools/judging/kernel_shares.py)
+            lines.append(
+                f"        kernel {grown.kernel}: {grown.time_ratio:.4f}x its time per call, "
+                f"{grown.share_ratio:.4f}x its share of the GPU time"
+            )
     if len(answer.slowed) > SLOWED_SHOWN:
         lines.append(f"    and {len(answer.slowed) - SLOWED_SHOWN} more")
     lines.append(f"kernels across it ({comparison[:SHORT]} -> {first[:SHORT]}):")

@@ -1,7 +1,8 @@
 """The commits `python -m perf.tools.bisect` searches, and measuring one of them: BAD's first-parent line
-after GOOD, and each commit checked out beside this tree (worktrees.py), measured once with the selection
-and removed. A commit at which the selection cannot run gives the reason instead of results, so that the
-search (perf/tools/judging/bisect_search.py) skips it; an interrupt ends the whole bisection."""
+after GOOD, and each commit checked out beside this tree (worktrees.py), measured --runs times back to back
+with the selection and removed. A commit at which the selection cannot run gives the reason instead of
+results, so that the search (perf/tools/judging/bisect_search.py) skips it; an interrupt ends the whole
+bisection."""
 
 from __future__ import annotations
 
@@ -51,17 +52,22 @@ def _interruptible(runner: Runner) -> Runner:
 
 
 def measurer(
-    args: list[str], save: Path | None, repo: Path, runner_for: Callable[[Path], Runner]
-) -> Callable[[str], Results | str]:
-    """Measuring one commit of `repo` with the pytest arguments `args` (its result file kept as
-    `save`/<short sha>.json where given): its results, or why the selection cannot run there."""
+    args: list[str], save: Path | None, repo: Path, runner_for: Callable[[Path], Runner], runs: int = 1
+) -> Callable[[str], list[Results] | str]:
+    """Measuring one commit of `repo` `runs` times back to back with the pytest arguments `args`, in one
+    checkout (each result file kept as `save`/<short sha>-<i>.json where given, i from 1): its results,
+    or why the selection cannot run there (any of its runs failed)."""
 
-    def measure_commit(commit: str) -> Results | str:
+    def measure_commit(commit: str) -> list[Results] | str:
         with checked_out(commit, repo) as tree:
-            path = None if save is None else save / f"{commit[:SHORT]}.json"
-            try:
-                return measure(_interruptible(runner_for(tree)), args, commit[:SHORT], save=path)
-            except GateError as err:  # the selection cannot run at this commit: skipped by the search
-                return str(err)
+            runner = _interruptible(runner_for(tree))
+            measured = []
+            for i in range(1, runs + 1):
+                path = None if save is None else save / f"{commit[:SHORT]}-{i}.json"
+                try:
+                    measured.append(measure(runner, args, commit[:SHORT], save=path))
+                except GateError as err:  # the selection cannot run at this commit: skipped by the search
+                    return str(err)
+            return measured
 
     return measure_commit
