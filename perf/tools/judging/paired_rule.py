@@ -40,6 +40,8 @@ from perf.tools.reading.timings import GPU, WALL, Timing
 THRESHOLD = 0.01
 # Standard errors that bound the band of SAME, and the least a SLOWER or FASTER must clear.
 Z = 3.0
+# The weight of the runner's noise profile against the A/B's own runs' spread (their degrees of freedom): the
+# H200 profile rests on 9 runs; 30 instead moved no rate on the corpus by more than 1 point (NOTES.md).
 PROFILE_DF = 8
 # The chance of any false SLOWER in one gate, over all its tests and looks: what z_slower is set from.
 FALSE_RATE = 0.01
