@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from perf.storage import BASELINES, compact_json, machine_folder, write_new
+from perf.storage import BASELINES, compact_json, machine_folder, write_new, write_whole
 from perf.tools.judging import paired_rule, replay
 from perf.tools.judging.noise_spread import SD_RUNS, noise_document
 from perf.tools.judging.noise_thresholds import Noise, noise_of
@@ -45,7 +45,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m perf.tools.calibrate", description=__doc__.split("\n\n")[0])
+    parser = _Parser(
+        prog="python -m perf.tools.calibrate",
+        description=__doc__.split("\n\n")[0],
+        epilog="python -m perf.tools.calibrate store --name SET RUN.json ... stores runs as a new set of the "
+        "corpus of their GPU (baselines/<gpu>/same-code/SET/).",
+    )
     parser.add_argument(
         "corpora", nargs="*", type=Path, metavar="CORPUS", help="corpus folders (default: all)"
     )
@@ -223,7 +228,7 @@ def calibrate(argv: Sequence[str]) -> int:
         text.append(calibration.markdown(found, f"{corpus.describe()}"))
     if options.markdown is not None:
         try:
-            options.markdown.write_text("\n".join(text))
+            write_whole(options.markdown, "\n".join(text).encode())
         except OSError as err:
             raise GateError(
                 f"--markdown {options.markdown}: cannot be written ({err.strerror or err})"
