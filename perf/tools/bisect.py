@@ -27,7 +27,7 @@ from perf.storage import BASELINES, ROOT
 from perf.tools.judging import paired_rule
 from perf.tools.judging.bisect_search import Rule, Step, expected_measurements, search
 from perf.tools.judging.noise_thresholds import Noise, noise_profile
-from perf.tools.reading.errors import GateError, Interrupted, tool_main
+from perf.tools.reading.errors import GateError, Interrupted, ToolParser, tool_main
 from perf.tools.reading.results import Results
 from perf.tools.reading.run_info import SHORT
 from perf.tools.reporting.bisect_answer import answer_lines, step_printer
@@ -44,13 +44,8 @@ RUNS = 2
 
 
 # --------------------------------------------------------------------------- command line
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise GateError(message)  # one line and exit 2, as every other refusal
-
-
 def _options(argv: Sequence[str]) -> argparse.Namespace:
-    parser = _Parser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0])
+    parser = ToolParser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0])
     parser.add_argument("good", metavar="GOOD", help="a commit at which the selection was fast")
     parser.add_argument("bad", metavar="BAD", help="a later commit (GOOD its ancestor) at which it is slower")
     parser.add_argument(

@@ -27,7 +27,7 @@ from perf.tools.judging.noise_thresholds import Noise, noise_of
 from perf.tools.judging.plants import LARGEST_KERNEL, SMALLEST_KERNEL, Plant
 from perf.tools.judging.window_rule import WINDOW
 from perf.tools.reading.corpus import FOLDER, Corpus, check_alike, corpus_folders, load_corpus, set_folders
-from perf.tools.reading.errors import GateError, tool_main
+from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.parts import NAME
 from perf.tools.reading.results import Results, load_results
 from perf.tools.reporting import calibration
@@ -39,13 +39,8 @@ KERNEL_PLANTS = (Plant(1.02, SMALLEST_KERNEL), Plant(1.02, LARGEST_KERNEL))
 REMEASURE = 2  # the gate's default re-measurements of a suspect
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise GateError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = ToolParser(
         prog="python -m perf.tools.calibrate",
         description=__doc__.split("\n\n")[0],
         epilog="python -m perf.tools.calibrate store --name SET RUN.json ... stores runs as a new set of the "
@@ -68,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _store_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m perf.tools.calibrate store", description="store runs as a corpus set")
+    parser = ToolParser(prog="python -m perf.tools.calibrate store", description="store runs as a corpus set")
     parser.add_argument("--name", required=True, help="the set's name: letters, digits, '_', '.', '-'")
     parser.add_argument("runs", nargs="+", type=Path, help="result files of runs made back to back")
     parser.add_argument("--baselines", type=Path, default=BASELINES, help=argparse.SUPPRESS)
@@ -177,7 +172,7 @@ def tallies(
                     (r for runs in sets for r in runs), key=lambda r: str(r.document.get("datetime", ""))
                 )
                 parts = [replay.replay_history(ordered, plant=plant)]
-            found.append(_summed(parts))
+            found.append(replay.Tally.summed(parts))
     return found
 
 
@@ -187,19 +182,6 @@ def _stored_fits(baseline_set: Sequence, current_set: Sequence, remeasure: int) 
     if baseline_set is current_set:
         return len(baseline_set) >= 1 + replay.NOISE_RUNS + 1 + remeasure
     return len(baseline_set) >= 1 + replay.NOISE_RUNS and len(current_set) >= 1 + remeasure
-
-
-def _summed(parts: Sequence[replay.Tally]) -> replay.Tally:
-    total = replay.Tally(parts[0].rule, parts[0].scenario)
-    for part in parts:
-        total.gates += part.gates
-        total.failed += part.failed
-        total.verdicts += part.verdicts
-        total.slower += part.slower
-        total.judged_by.update(part.judged_by)
-        total.slower_by.update(part.slower_by)
-        total.why.update(part.why)
-    return total
 
 
 def calibrate(argv: Sequence[str]) -> int:

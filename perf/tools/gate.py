@@ -32,7 +32,7 @@ from perf.tools.judging.outcome import classify
 from perf.tools.judging.paired_rule import FIRST_PAIRS, MAX_PAIRS
 from perf.tools.judging.paired_rule import THRESHOLD as AB_THRESHOLD
 from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
-from perf.tools.reading.errors import GateError, tool_main
+from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import Results, this_machine
 from perf.tools.reading.timings import HOST_BOUND_SHARE
 from perf.tools.reporting import ab_verdict, gate_output
@@ -48,13 +48,8 @@ UNUSED = ("--baseline", "--current", "--remeasure", "--list", "--host-bound-thre
 
 
 # --------------------------------------------------------------------------- command line
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise GateError(message)  # one line and exit 2, as every other refusal
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = ToolParser(
         prog="python -m perf.tools.gate",
         description=__doc__.split("\n\n")[0],
         epilog="Arguments after -- go to pytest: a -k expression, options (--tier, --device), paths or node "

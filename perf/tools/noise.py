@@ -23,7 +23,7 @@ from pathlib import Path
 from perf.storage import recorded_on_cpu, write_whole
 from perf.tools.judging.noise_spread import noise_document
 from perf.tools.judging.noise_thresholds import load_noise, noise_path
-from perf.tools.reading.errors import GateError, tool_main
+from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import Results, load_results, this_machine
 from perf.tools.reporting.noise_summary import distribution
 from perf.tools.running.runs import Runner, measure, pytest_device, run_pytest, with_selection
@@ -31,13 +31,8 @@ from perf.tools.running.runs import Runner, measure, pytest_device, run_pytest, 
 RUNS = 3
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise GateError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = ToolParser(
         prog="python -m perf.tools.noise",
         description=__doc__.split("\n\n")[0],
         epilog="Arguments after -- go to pytest, as for the gate.",

@@ -28,20 +28,15 @@ from perf.storage import BASELINES
 from perf.tools.judging.changes import Rule, with_noise
 from perf.tools.judging.noise_thresholds import noise_thresholds
 from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
-from perf.tools.reading.errors import GateError, tool_main
+from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import check_same_machine, load_results
 from perf.tools.reporting.document import written
 
 REPORT_DIR = Path("reports")  # ignored by git (.gitignore: /reports/)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise GateError(message)  # one line and exit 2, as every other refusal
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m perf.tools.report", description=__doc__.split("\n\n")[0])
+    parser = ToolParser(prog="python -m perf.tools.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("result", type=Path, metavar="RESULT.json", help="pytest-benchmark result JSON")
     parser.add_argument("--baseline", type=Path, metavar="FILE", help="result JSON to compare with")
     parser.add_argument(

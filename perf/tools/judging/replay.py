@@ -52,6 +52,20 @@ class Tally:
     slower_by: Counter = field(default_factory=Counter)  # benchmark -> slower verdicts
     why: Counter = field(default_factory=Counter)  # what made them slower: 'gpu', 'wall', 'kernel'
 
+    @classmethod
+    def summed(cls, parts: Sequence[Tally]) -> Tally:
+        """One tally of the same rule and scenario over several (the sets of a corpus)."""
+        total = cls(parts[0].rule, parts[0].scenario)
+        for part in parts:
+            total.gates += part.gates
+            total.failed += part.failed
+            total.verdicts += part.verdicts
+            total.slower += part.slower
+            for mine, theirs in ((total.judged_by, part.judged_by), (total.slower_by, part.slower_by),
+                                 (total.why, part.why)):  # fmt: skip
+                mine.update(theirs)
+        return total
+
     def add(self, judged_names: Sequence[str], slower: dict[str, str]) -> None:
         """One gate run: the benchmarks it counted, and those slower with the figure that decided each."""
         self.gates += 1
@@ -88,7 +102,9 @@ def _targets(runs: Sequence[Results], plant: Plant | None) -> tuple[list[Results
 
 def _restricted(run: Results, names: set[str]) -> Results:
     """A re-measurement: the run's figures of `names` alone, as a run of those node ids records them."""
-    keep = lambda found: {n: v for n, v in found.items() if n in names}  # noqa: E731
+    def keep(found: dict) -> dict:
+        return {n: v for n, v in found.items() if n in names}
+
     return replace(
         run,
         timings=keep(run.timings),

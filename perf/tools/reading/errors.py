@@ -4,6 +4,7 @@ verdict."""
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 from collections.abc import Callable
@@ -14,6 +15,14 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 class GateError(ValueError):
     """Input on which the gate refuses a verdict: it says why and exits 2, it never passes."""
+
+
+class ToolParser(argparse.ArgumentParser):
+    """The tools' argument parser: a bad option is a GateError, one line and exit 2 as every other refusal,
+    instead of argparse's usage text and exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise GateError(message)
 
 
 class Interrupted(Exception):
