@@ -102,6 +102,7 @@ def _targets(runs: Sequence[Results], plant: Plant | None) -> tuple[list[Results
 
 def _restricted(run: Results, names: set[str]) -> Results:
     """A re-measurement: the run's figures of `names` alone, as a run of those node ids records them."""
+
     def keep(found: dict) -> dict:
         return {n: v for n, v in found.items() if n in names}
 
