@@ -40,9 +40,13 @@ from perf.tools.reading.timings import GPU, WALL, Timing
 THRESHOLD = 0.01
 # Standard errors that bound the band of SAME, and the least a SLOWER or FASTER must clear.
 Z = 3.0
-# The weight of the runner's noise profile against the A/B's own runs' spread (their degrees of freedom): the
-# H200 profile rests on 9 runs; 30 instead moved no rate on the corpus by more than 1 point (NOTES.md).
+# The weight of the runner's noise profile against the A/B's own runs' spread (their degrees of freedom): a
+# profile of one sitting's 9 runs; 30 instead moved no rate on the corpus by more than 1 point (NOTES.md).
 PROFILE_DF = 8
+# A sitting's spread is not the next one's (two modes of a GPU time per process, seen on the H200): the
+# profile's sd is taken this much larger, the least factor that failed no clean gate of one sitting judged
+# with the other's profile (NOTES.md: A second sitting).
+PROFILE_SPREAD = 1.5
 # The chance of any false SLOWER in one gate, over all its tests and looks: what z_slower is set from.
 FALSE_RATE = 0.01
 # Pairs of runs at most (ABBA is the first 2): 8 runs bound the time an undecided benchmark may take.
@@ -207,7 +211,8 @@ def judge_figure(
     se = max(_noise(base, head) * scale, _pair_se(base, head))
     if sd is not None:  # the profile's many runs weigh against the few of this A/B
         df = len(base) + len(head) - 2
-        se = math.sqrt((PROFILE_DF * (sd * scale) ** 2 + df * se**2) / (PROFILE_DF + df))
+        wide = PROFILE_SPREAD * sd * scale
+        se = math.sqrt((PROFILE_DF * wide**2 + df * se**2) / (PROFILE_DF + df))
     bound = math.log1p(threshold)
     beyond = z if z_slower is None else z_slower
     pairs = [math.log(r) for r in _pair_ratios(base, head)]
