@@ -60,6 +60,7 @@ def test_a_kernel_two_percent_slower_under_a_moving_clock_is_found_by_its_share(
         capsys, tmp_path, plans, "--noise", str(noise_file), "--runs", "3", seed=2, clock=0.02
     )
     assert code == 0 and f"noise profile: {noise_file} (8 runs, " in out, out
+    assert "its run-to-run sds taken 1.5x, for another sitting's spread)" in out, out
     assert f"first slower commit: {shas[10]}" in out, out
     assert "test_x[case2] kernel attention_kernel 1.0" in next(ln for ln in out.splitlines() if " bad " in ln)
     assert "x its share of the GPU time" in out.split("first slower commit")[1], out

@@ -111,7 +111,7 @@ def _bisect(options: argparse.Namespace, repo: Path, runner_for: Callable[[Path]
         printer(step)
 
     def profile(good_run: Results) -> Noise | None:
-        noise, note = noise_profile(options.noise, good_run, BASELINES)
+        noise, note = noise_profile(options.noise, good_run, BASELINES, paired_rule.PROFILE_SPREAD)
         print(note)  # said once, before the first verdict
         return noise
 

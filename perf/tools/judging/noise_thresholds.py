@@ -269,10 +269,11 @@ def noise_thresholds(
 
 
 def noise_profile(
-    option: str | None, run: Results, baselines_dir: Path = BASELINES
+    option: str | None, run: Results, baselines_dir: Path = BASELINES, spread: float = 1.0
 ) -> tuple[Noise | None, str]:
     """The A/B's noise profile for the GPU `run` is on, from --noise ('off', a file, or None: the file beside
-    that GPU's baselines), and a line saying which was used or why none; never an error."""
+    that GPU's baselines), and a line saying which was used or why none; never an error. `spread`: how much
+    larger the rule takes the profile's sds, said in the line."""
     alone = "standard errors from the runs alone, each kernel's share at Student's t"
     if option == "off":
         return None, f"noise profile: off (--noise off); {alone}"
@@ -291,4 +292,5 @@ def noise_profile(
         )
     if not noise.sd.get(GPU):
         return None, f"noise profile: not used, {shown} records no run-to-run sd (an older file); {alone}"
-    return noise, f"noise profile: {shown} ({noise.runs} runs, {noise.created or 'undated'})"
+    widened = f"; its run-to-run sds taken {spread:g}x, for another sitting's spread" if spread != 1 else ""
+    return noise, f"noise profile: {shown} ({noise.runs} runs, {noise.created or 'undated'}{widened})"

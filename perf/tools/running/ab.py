@@ -123,7 +123,9 @@ def run_ab(
 
         for pair in range(FIRST_PAIRS):
             one_pair(pair, with_selection(pytest_args))
-        profile, ab.noise_note = noise_profile(noise, ab.runs[HEAD][0], baselines_dir)
+        profile, ab.noise_note = noise_profile(
+            noise, ab.runs[HEAD][0], baselines_dir, paired_rule.PROFILE_SPREAD
+        )
         looks = max_pairs - FIRST_PAIRS + 1
 
         def judge() -> paired_rule.Paired:
