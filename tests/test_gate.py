@@ -514,7 +514,11 @@ def test_file_from_another_processor_is_refused_naming_it(tmp_path, capsys, file
         ("[1, 2]", "no benchmarks in it"),
         ('{"machine_info": {"perf": {}}, "benchmarks": []}', "no benchmarks in it"),
         ('{"benchmarks": [{"fullname": "x", "stats": {"median": 1.0}}]}', "no machine_info.perf"),
-        ('{"machine_info": {"perf": {}}, "benchmarks": [{"fullname": "x"}]}', "benchmark #0 has no"),
+        ('{"machine_info": {"perf": {}}, "benchmarks": [{"fullname": "x"}]}', "benchmark x: no stats.median"),
+        (
+            '{"machine_info": {"perf": {}}, "benchmarks": [{"stats": {"median": 1.0}}]}',
+            "benchmark #0 has no fullname",
+        ),
     ],
 )
 def test_bad_baseline_file_is_refused(tmp_path, capsys, files, content, message):

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perf.storage import machine_folder, recorded_on
+from perf.tools.reading.measurements import not_measured
 from perf.tools.reading.timings import is_host_bound
 
 ISOLATED = "isolated"  # the GPU-time method of a result that names none (perf/harness/gpu_time.py)
@@ -45,10 +46,11 @@ def check(document: object) -> None:
     seen = set()
     for i, entry in enumerate(benchmarks):
         name = entry.get("fullname") if isinstance(entry, Mapping) else None
-        stats = entry.get("stats") if isinstance(entry, Mapping) else None
-        median = stats.get("median") if isinstance(stats, Mapping) else None
-        if not isinstance(name, str) or not name or _number(median) is None:
-            raise NotAResult(f"benchmark #{i} has no fullname or no numeric stats.median")
+        if not isinstance(name, str) or not name:
+            raise NotAResult(f"benchmark #{i} has no fullname")
+        wrong = not_measured(entry)
+        if wrong is not None:
+            raise NotAResult(f"benchmark {name}: {wrong}")
         if name in seen:
             raise NotAResult(f"benchmark {name} appears twice")
         seen.add(name)

@@ -18,7 +18,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, inspect, select
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    create_engine,
+    event,
+    func,
+    insert,
+    inspect,
+    not_,
+    or_,
+    select,
+)
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
@@ -103,17 +115,26 @@ class Point:
     host_bound: bool
 
 
+# A stored figure that is a measurement: a database written before records.check refused such files may hold a
+# time of 0 or less; those points are left out of every series (History.unmeasured counts them).
+MEASURED = and_(results.c.wall_s > 0, or_(results.c.gpu_s.is_(None), results.c.gpu_s > 0))
+
+
 def _points_query(*more: Any) -> Any:
-    """The columns of a Point (and `more`), results joined to their runs and machines."""
-    return select(
-        *more,
-        runs.c.id.label("run_id"),
-        *(runs.c[name] for name in ("commit", "commit_time", "started_at", "dirty", "branch")),
-        *(results.c[name] for name in ("wall_s", "wall_iqr_s", "gpu_s", "gpu_method", "sm_mhz")),
-        results.c.power_capped,
-        machines.c.clocks_locked,
-        results.c.host_bound,
-    ).select_from(results.join(runs, results.c.run_id == runs.c.id).join(machines))
+    """The columns of a Point (and `more`), results joined to their runs and machines: measured ones only."""
+    return (
+        select(
+            *more,
+            runs.c.id.label("run_id"),
+            *(runs.c[name] for name in ("commit", "commit_time", "started_at", "dirty", "branch")),
+            *(results.c[name] for name in ("wall_s", "wall_iqr_s", "gpu_s", "gpu_method", "sm_mhz")),
+            results.c.power_capped,
+            machines.c.clocks_locked,
+            results.c.host_bound,
+        )
+        .select_from(results.join(runs, results.c.run_id == runs.c.id).join(machines))
+        .where(MEASURED)
+    )
 
 
 def resolve_url(url: str | None) -> str:
@@ -294,6 +315,12 @@ class History:
                 fields = dict(row)
                 found.setdefault(fields.pop("benchmark"), []).append(Point(**fields))
         return found
+
+    def unmeasured(self, gpu: str) -> int:
+        """How many stored results of one GPU model hold a time of 0 or less: left out of every series."""
+        query = select(func.count()).select_from(results).where(results.c.gpu == gpu, not_(MEASURED))
+        with self._errors(), self._engine.connect() as conn:
+            return int(conn.execute(query).scalar() or 0)
 
     def result(self, run_id: int, benchmark: str) -> dict:
         """A benchmark's stored entry of one run: {"stats": ... (without `data`), "extra_info": ...}."""

@@ -101,8 +101,10 @@ def publish(
     since = datetime.now(UTC) - timedelta(days=days) if days else None
     data_dir = out / "data"
     (data_dir / "runs").mkdir(parents=True, exist_ok=True)
-    gpus = []
+    gpus, unmeasured = [], {}
     for gpu in history.gpus():
+        if skipped := history.unmeasured(gpu):
+            unmeasured[gpu] = skipped
         series, run_benchmarks = {}, {}
         for name, found in history.all_series(gpu, branch=branch).items():
             points = [p for p in found if since is None or p.started_at >= since]
@@ -126,6 +128,7 @@ def publish(
         "window": WINDOW,
         "band_k": BAND_K,
         "capped_share": CAPPED_SHARE,
+        "unmeasured": unmeasured,  # per GPU model: stored times of 0 or less, left out of the charts
     }
     page = PAGE.read_text().replace("/*INDEX*/null", json.dumps(index))
     write_whole(out / "index.html", page.encode())
@@ -162,5 +165,9 @@ def run(args: Any) -> int:
             branch=args.branch,
             steps_of=None if args.no_steps else find_steps,
         )
+        left_out = {gpu: history.unmeasured(gpu) for gpu in history.gpus()}
     print(f"trends page: {page}")
+    for gpu, count in left_out.items():
+        if count:
+            print(f"{gpu}: {count} stored result(s) with a time of 0 or less left out (not measurements)")
     return 0

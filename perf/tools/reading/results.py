@@ -14,6 +14,7 @@ from typing import Any
 from perf.storage import expand_document, recorded_on
 from perf.tools.reading.errors import GateError
 from perf.tools.reading.kernel_changes import EXTRA_INFO_KEY
+from perf.tools.reading.measurements import not_measured
 from perf.tools.reading.timings import GPU, WALL, Timing, gpu_timing, is_host_bound, median_standard_error
 
 # The GPU-time method of a result that does not name one: measured call by call (perf/harness/gpu_time.py).
@@ -113,8 +114,11 @@ def load_results(path: Path, role: str) -> Results:
         stats = entry.get("stats") if isinstance(entry, dict) else None
         median = stats.get("median") if isinstance(stats, dict) else None
         name = entry.get("fullname") if isinstance(entry, dict) else None
-        if not isinstance(name, str) or not isinstance(median, int | float) or not median > 0:
-            raise GateError(f"{where}: benchmark #{i} has no fullname or no positive stats.median")
+        if not isinstance(name, str) or not name:
+            raise GateError(f"{where}: benchmark #{i} has no fullname")
+        wrong = not_measured(entry)
+        if wrong is not None:
+            raise GateError(f"{where}: benchmark {name}: {wrong}")
         info = entry.get("extra_info")
         timings[name] = Timing(float(median), median_standard_error(stats), is_host_bound(info))
         gpu = gpu_timing(info)
