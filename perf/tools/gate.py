@@ -280,6 +280,8 @@ def _judge(
     gate_output.show(
         outcome, rule, baseline, current, sources, thresholds, options.listing, options.markdown, options.link
     )
+    if outcome.too_few_compared() is not None:
+        return 2  # its decision line says why: a pass of what was not compared means nothing
     return 1 if regressions else 0
 
 

@@ -22,6 +22,9 @@ UNCHANGED = "unchanged"
 # A benchmark falls in the first category that one of its figures is in: a slowdown of its GPU time is
 # never hidden by a faster wall time, and a regression is never counted as an improvement too.
 PRECEDENCE = (SLOWER, NOT_PERSISTED, HOST_BOUND_SLOWER, HOST_NOISE, CLOCK_MOVED, FASTER)
+# A verdict needs most of what the run selected compared: below this share of its benchmarks found in the
+# baseline (renamed benchmarks, another suite's file, a run that skipped most of them) it gives none.
+LEAST_COMPARED = 0.5
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,22 @@ class Outcome:
     @property
     def current_label(self) -> str:
         return "this run" if self.own_run else "the current file"
+
+    def too_few_compared(self) -> str | None:
+        """Why the two runs have too little in common to judge (LEAST_COMPARED of what the current run
+        selected: compared, new, or selected and missing), with the likely cause; None where they have
+        enough."""
+        new, missing = len(self.new), len(self.absent.missing)
+        selected = self.compared + new + missing
+        if self.compared >= LEAST_COMPARED * selected and self.compared:
+            return None
+        cause = (
+            "renamed benchmarks, or another selection's baseline?"
+            if new >= missing
+            else f"skipped or failed in {self.current_label}?"
+        )
+        counts = f"{new} not in the baseline, {missing} of the baseline's without a result"
+        return f"only {self.compared} of {selected} benchmarks compared ({counts}): {cause}"
 
 
 def classify(

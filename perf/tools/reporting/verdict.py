@@ -60,9 +60,13 @@ ALWAYS = ("figure", "base ms", "current ms", "ratio")  # the columns every table
 
 # --------------------------------------------------------------------------- the head
 def decision(outcome: Outcome) -> str:
-    """'PASS: ...' or 'FAIL: 2 regressions (2 in gpu time), ...': the first and the last line."""
+    """'PASS: ...', 'FAIL: 2 regressions (2 in gpu time), ...', or 'NO VERDICT: ...' where the runs have too
+    little in common: the first and the last line."""
     n = len(outcome.regressions)
     compared = f"{outcome.compared} benchmark{'s' * (outcome.compared != 1)} compared"
+    too_few = outcome.too_few_compared()
+    if too_few is not None:
+        return f"NO VERDICT: {too_few} --list new,missing names both sides"
     if not n:
         return f"PASS: no regression, {compared}"
     named = ", ".join(f"{k} in {figure} time" for figure, k in outcome.by_figure().items() if k)
