@@ -22,7 +22,9 @@ path. Here, on every release:
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +38,10 @@ from perf.storage import compact_json, partial_name, write_new, write_whole
 # Exit codes after which a session's results are whole: all passed (or skipped), nothing collected.
 WHOLE_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
 PARTIAL_PREFIX = "partial_"
+# Numbers a save tries when other writers keep taking the next one.
+SAVE_TRIES = 50
+# The exit code of a session whose results could not be stored where asked (kept elsewhere instead).
+STORE_FAILED = pytest.ExitCode.INTERNAL_ERROR
 
 
 def json_output(value: str) -> Path:
@@ -128,7 +134,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytes
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     """Around pytest-benchmark's saving (itself a wrapper that saves first): see `_mark_partial`."""
     _mark_partial(session, interrupts.exit_status(session, exitstatus))
-    return (yield)
+    result = yield
+    if getattr(session.config, "perf_store_failures", None):
+        session.exitstatus = STORE_FAILED  # results not where they were asked for: never a clean run
+    return result
 
 
 def _mark_partial(session: pytest.Session, exitstatus: int) -> None:
@@ -177,36 +186,89 @@ def _stored(output_json: dict[str, Any]) -> bytes:
 
 
 def _save_json(config: pytest.Config, benchmark_session: Any, output_json: dict[str, Any]) -> None:
-    """pytest-benchmark's save_json, written whole; partial results under FILE's partial name."""
+    """pytest-benchmark's save_json, written whole; partial results under FILE's partial name; where FILE
+    cannot be written, the results kept elsewhere (`_kept_elsewhere`)."""
     path = Path(benchmark_session.json)
     if getattr(config, "perf_partial", None) is not None:
         path = partial_name(path)
-    write_whole(path, _dumps(output_json).encode())
+    data = _dumps(output_json).encode()
+    try:
+        write_whole(path, data)
+    except OSError as err:
+        _kept_elsewhere(config, "--benchmark-json", path, _not_a_folder(path.parent, err), data, path.name)
+        return
     config.perf_json_written = path
     benchmark_session.logger.info(f"Wrote benchmark data in: {path}", purple=True)
 
 
 def _save(config: pytest.Config, storage: Any, output_json: dict[str, Any], save: str) -> None:
-    """pytest-benchmark's FileStorage.save, in the compact form, written whole and never over another file;
-    partial results under a name of their own."""
-    if getattr(config, "perf_partial", None) is None:
-        path = Path(storage.get(f"{storage._next_num}_{save}.json"))
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = Path(storage.get(f"{PARTIAL_PREFIX}{stamp}_{save}.json"))
+    """pytest-benchmark's FileStorage.save, in the compact form, written whole and never over another file:
+    a number another writer took meanwhile makes it take the next free one; partial results under a name of
+    their own; where the folder cannot take it, the results kept elsewhere (`_kept_elsewhere`)."""
+    data = _stored(output_json)
+    path = Path(str(getattr(storage, "path", "the storage folder")))
+    for _ in range(SAVE_TRIES):
+        try:
+            if getattr(config, "perf_partial", None) is None:
+                path = Path(storage.get(f"{storage._next_num}_{save}.json"))
+            else:
+                stamp = time.strftime("%Y%m%d-%H%M%S")
+                path = Path(storage.get(f"{PARTIAL_PREFIX}{stamp}-{os.getpid()}_{save}.json"))
+        except (OSError, RuntimeError) as err:  # pathlib says RuntimeError of a link loop before 3.13
+            _kept_elsewhere(config, "--benchmark-save", path, _not_a_folder(path, err), data, f"{save}.json")
+            return
+        try:
+            write_new(path, data)
+        except FileExistsError as err:
+            if os.path.lexists(path):
+                continue  # another writer stored under this name meanwhile: the next free number
+            _kept_elsewhere(
+                config, "--benchmark-save", path, _not_a_folder(path.parent, err), data, f"{save}.json"
+            )
+            return
+        except OSError as err:
+            _kept_elsewhere(config, "--benchmark-save", path, err, data, f"{save}.json")
+            return
+        config.perf_saved = path
+        storage.logger.info(f"Saved benchmark data in: {path}")
+        return
+    err = FileExistsError(f"{SAVE_TRIES} numbers in a row taken by other writers")
+    _kept_elsewhere(config, "--benchmark-save", path, err, data, f"{save}.json")
+
+
+def _not_a_folder(folder: Path, err: Exception) -> OSError:
+    """What a folder that exists but cannot be entered is: a link to nowhere or a link loop, said as such."""
+    if isinstance(err, OSError) and (folder.is_dir() or not os.path.lexists(folder)):
+        return err
+    return NotADirectoryError(errno.ENOTDIR, f"{folder} is not a folder (a link loop or a broken link?)")
+
+
+def _kept_elsewhere(
+    config: pytest.Config, option: str, path: Path, err: OSError, data: bytes, name: str
+) -> None:
+    """A store that failed at the end of a run: the results written to the temporary folder instead, and a
+    line for the end of the run saying both; the session then exits STORE_FAILED."""
+    kept: Path | None = (
+        Path(tempfile.gettempdir()) / f"perf-unsaved-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{name}"
+    )
     try:
-        write_new(path, _stored(output_json))
-    except FileExistsError:
-        raise FileExistsError(f"{path} exists: a stored result is never overwritten") from None
-    config.perf_saved = path
-    storage.logger.info(f"Saved benchmark data in: {path}")
+        write_new(kept, data)
+    except OSError:
+        kept = None
+    where = f"the results are kept in {kept}" if kept else "they could not be kept anywhere"
+    why = err.strerror or str(err)
+    config.perf_store_failures = [
+        *getattr(config, "perf_store_failures", []),
+        f"{option}: cannot write {path} ({why}); {where}",
+    ]
 
 
 def run_note(config: pytest.Config) -> list[str]:
     """For the end of a run: where partial results went, or that none were stored."""
+    failures = list(getattr(config, "perf_store_failures", []))
     reason = getattr(config, "perf_partial", None)
     if reason is None:
-        return []
+        return failures
     places = [
         str(path)
         for path in (getattr(config, "perf_json_written", None), getattr(config, "perf_saved", None))
@@ -218,4 +280,4 @@ def run_note(config: pytest.Config) -> list[str]:
         if places
         else "nothing was stored"
     )
-    return [f"results not stored whole: {reason}; {where}"]
+    return [*failures, f"results not stored whole: {reason}; {where}"]
