@@ -166,7 +166,7 @@ def test_a_json_file_is_untouched_by_a_run_that_measures_nothing(tmp_path, args,
 
 def test_a_json_path_that_cannot_be_written_is_a_usage_error(tmp_path):
     proc = child(tmp_path, SAMPLES, "--benchmark-json=/proc/self/results.json")
-    assert proc.returncode == 4 and "--benchmark-json: cannot write into '/proc/self'" in proc.stderr
+    assert proc.returncode == 4 and "--benchmark-json: cannot write into /proc/self (" in proc.stderr
 
 
 def test_partial_results_are_refused_by_the_gate_the_report_and_compare(tmp_path, store, capsys):

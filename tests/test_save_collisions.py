@@ -22,6 +22,7 @@ from perf.storage import read_result
 from tests.corpus_samples import document
 
 ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = "tests/harness_samples/lost_folder_bench.py"
 SLUG = harness.machine_slug(torch.device("cpu"))
 
 
@@ -111,7 +112,7 @@ def test_a_run_whose_folders_are_lost_keeps_its_results_and_says_where(tmp_path)
     env["LOSE"] = os.pathsep.join([str(store / SLUG), str(out)])
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--benchmark-max-time=0.02",
-         "tests/harness_samples/lost_folder_bench.py", f"--benchmark-storage=file://{store}",
+         SAMPLE, f"--benchmark-storage=file://{store}",
          "--benchmark-save=lost", f"--benchmark-json={out / 'results.json'}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -123,3 +124,20 @@ def test_a_run_whose_folders_are_lost_keeps_its_results_and_says_where(tmp_path)
         [file] = kept.glob(f"perf-unsaved-*-{name}")
         assert line.endswith(f"the results are kept in {file}"), line
         assert [b["name"] for b in read_result(file)["benchmarks"]] == ["test_measured_then_folders_lost"]
+
+
+@pytest.mark.parametrize("where", ["storage", "json"])
+def test_a_destination_that_is_a_link_loop_is_refused_before_anything_runs(tmp_path, where):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    option = f"--benchmark-storage=file://{loop}" if where == "storage" else f"--benchmark-json={loop}/r.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "LOSE": str(tmp_path / "x")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", SAMPLE,
+         "--benchmark-save=no", option],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    flag = "--benchmark-save" if where == "storage" else "--benchmark-json"
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert f"{flag}: {loop} is a link loop or a broken link" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x").exists()  # the benchmark never ran

@@ -146,7 +146,10 @@ def resolve_url(url: str | None) -> str:
             raise HistoryError(
                 f"an empty database URL; give a path, sqlite:///PATH or postgresql://... ({URL_VARIABLE})"
             )
-        return f"sqlite:///{Path(raw).expanduser().resolve()}"
+        try:
+            return f"sqlite:///{Path(raw).expanduser().resolve()}"
+        except (OSError, RuntimeError):  # pathlib says RuntimeError of a link loop before 3.13
+            raise HistoryError(f"{raw}: a link loop; give a database file") from None
     try:
         parsed = make_url(raw)
     except (ArgumentError, ValueError):
@@ -171,6 +174,8 @@ def connect(url: str | None = None, *, create: bool = True) -> History:
     shown = _shown(parsed)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         path = Path(parsed.database)
+        if os.path.islink(path) and not os.path.exists(path):
+            raise HistoryError(f"{shown}: a link loop or a broken link; give a database file")
         if path.is_dir():
             raise HistoryError(f"{shown}: a folder, not a database file; give a file path")
         if not path.exists() and not create:

@@ -18,6 +18,7 @@ from typing import Any
 from perf.history.store import History, Point
 from perf.storage import folder_name, write_whole
 from perf.tools.judging.window_rule import robust_sd
+from perf.tools.reading.destinations import FOLDER, cannot_write
 
 PAGE = Path(__file__).with_name("trends_page.html")
 # The noise band of a point: the median of the WINDOW points before it, +- BAND_K robust standard deviations.
@@ -157,6 +158,8 @@ def run(args: Any) -> int:
 
     if args.days is not None and args.days < 1:
         raise HistoryError(f"--days {args.days}: give a whole number of at least 1")
+    if (wrong := cannot_write(args.out, FOLDER)) is not None:
+        raise HistoryError(f"--out {args.out}: {wrong}; nothing was written")
     with connect(args.db, create=False) as history:
         page = publish(
             history,

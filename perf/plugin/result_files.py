@@ -34,6 +34,7 @@ import pytest
 
 from perf.plugin import interrupts
 from perf.storage import compact_json, partial_name, write_new, write_whole
+from perf.tools.reading.destinations import FILE, FOLDER, cannot_write
 
 # Exit codes after which a session's results are whole: all passed (or skipped), nothing collected.
 WHOLE_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -45,19 +46,28 @@ STORE_FAILED = pytest.ExitCode.INTERNAL_ERROR
 
 
 def json_output(value: str) -> Path:
-    """--benchmark-json's value as a path whose folder takes a file; nothing is written yet."""
+    """--benchmark-json's value as a path a file can be written at (perf/tools/reading/destinations.py);
+    nothing is written yet."""
     path = Path(value).expanduser()
     if not value or path.is_dir():
         raise argparse.ArgumentTypeError(f"{value!r} is not a file path; give e.g. results.json")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent):
-            pass
-    except OSError as err:
-        raise argparse.ArgumentTypeError(
-            f"cannot write into {str(path.parent)!r} ({err.strerror or err}); give a writable folder"
-        ) from None
+    wrong = cannot_write(path, FILE)
+    if wrong is not None:
+        raise argparse.ArgumentTypeError(f"{wrong}; give a writable path")
     return path
+
+
+def _storage_folder(config: pytest.Config) -> Path | None:
+    """The folder --benchmark-save and --benchmark-autosave store in (pytest-benchmark's file storage), or
+    None where the run stores none there."""
+    if not (
+        getattr(config.option, "benchmark_save", None) or getattr(config.option, "benchmark_autosave", None)
+    ):
+        return None
+    storage = str(getattr(config.option, "benchmark_storage", "") or "")
+    if "://" in storage and not storage.startswith("file://"):
+        return None  # another storage (elasticsearch): not a folder here
+    return Path(storage.removeprefix("file://")).expanduser()
 
 
 # The parser of this process's pytest, as pytest_addoption gave it (see pytest_plugin_registered).
@@ -95,8 +105,11 @@ def _retype_json_option(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """--benchmark-json's folder checked before anything runs (before pytest-benchmark's own configure,
-    which is trylast), on releases that take the option as a path."""
+    """The folders --benchmark-save and --benchmark-json write into checked before anything runs (before
+    pytest-benchmark's own configure, which is trylast, makes its storage)."""
+    folder = _storage_folder(config)
+    if folder is not None and (wrong := cannot_write(folder, FOLDER)) is not None:
+        raise pytest.UsageError(f"--benchmark-save: {wrong}; give a writable --benchmark-storage")
     value = getattr(config.option, "benchmark_json", None)
     if value is None:
         return

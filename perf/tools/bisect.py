@@ -27,6 +27,7 @@ from perf.storage import BASELINES, ROOT
 from perf.tools.judging import paired_rule
 from perf.tools.judging.bisect_search import Rule, Step, expected_measurements, search
 from perf.tools.judging.noise_thresholds import Noise, noise_profile
+from perf.tools.reading.destinations import FOLDER, checked
 from perf.tools.reading.errors import GateError, Interrupted, ToolParser, tool_main
 from perf.tools.reading.results import Results
 from perf.tools.reading.run_info import SHORT
@@ -85,8 +86,7 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
     if not options.runs.isdigit() or int(options.runs) < 1:
         raise GateError(f"--runs {options.runs}: accepted is a whole number of runs >= 1, e.g. {RUNS}")
     options.runs = int(options.runs)
-    if options.save is not None and options.save.exists() and not options.save.is_dir():
-        raise GateError(f"--save {options.save}: not a folder; give the folder to keep the results in")
+    checked(options.save, "--save", FOLDER)
     return options
 
 

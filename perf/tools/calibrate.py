@@ -27,6 +27,7 @@ from perf.tools.judging.noise_thresholds import Noise, noise_of
 from perf.tools.judging.plants import LARGEST_KERNEL, SMALLEST_KERNEL, Plant
 from perf.tools.judging.window_rule import WINDOW
 from perf.tools.reading.corpus import FOLDER, Corpus, check_alike, corpus_folders, load_corpus, set_folders
+from perf.tools.reading.destinations import checked
 from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.parts import NAME
 from perf.tools.reading.results import Results, load_results
@@ -189,6 +190,7 @@ def calibrate(argv: Sequence[str]) -> int:
     rules = _rules(options.rules)
     if options.deals is not None and options.deals < 1:
         raise GateError(f"--deals {options.deals}: accepted is an integer >= 1")
+    checked(options.markdown, "--markdown")
     folders = options.corpora or corpus_folders()
     if not folders:
         raise GateError(

@@ -32,6 +32,7 @@ from perf.tools.judging.outcome import classify
 from perf.tools.judging.paired_rule import FIRST_PAIRS, MAX_PAIRS
 from perf.tools.judging.paired_rule import THRESHOLD as AB_THRESHOLD
 from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
+from perf.tools.reading.destinations import FILE, FOLDER, checked
 from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import Results, this_machine
 from perf.tools.reading.timings import HOST_BOUND_SHARE
@@ -218,6 +219,8 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
         raise GateError("--history URL is the database of --against history; give --against history too")
     if options.current is not None and options.save is not None:
         raise GateError("--save keeps the results of the gate's own run; with --current there is none")
+    checked(options.markdown, "--markdown")
+    checked(options.save, "--save", FOLDER if options.base is not None else FILE)
     missing = [a for a in options.pytest_args if a.startswith("perf/") and not is_selection(a)]
     if missing:
         raise GateError(

@@ -23,6 +23,7 @@ from pathlib import Path
 from perf.storage import recorded_on_cpu, write_whole
 from perf.tools.judging.noise_spread import noise_document
 from perf.tools.judging.noise_thresholds import load_noise, noise_path
+from perf.tools.reading.destinations import FOLDER, checked
 from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import Results, load_results, this_machine
 from perf.tools.reporting.noise_summary import distribution
@@ -93,6 +94,8 @@ def main(
 
     def write() -> int:
         options = _parser().parse_args(argv[:split])
+        checked(options.out, "--out")
+        checked(options.keep, "--keep", FOLDER)
         runs, command = _runs(options, argv[split + 1 :], runner, machine)
         document = noise_document(runs, command)
         out = options.out or noise_path(runs[0])

@@ -28,6 +28,7 @@ from perf.storage import BASELINES
 from perf.tools.judging.changes import Rule, with_noise
 from perf.tools.judging.noise_thresholds import noise_thresholds
 from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
+from perf.tools.reading.destinations import FOLDER, checked
 from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import check_same_machine, load_results
 from perf.tools.reporting.document import written
@@ -80,6 +81,7 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
         )
     if options.out is None:
         options.out = REPORT_DIR / options.result.stem
+    checked(options.out, "--out", FOLDER)
     return options
 
 

@@ -30,8 +30,9 @@ class Interrupted(Exception):
 
 
 def tool_main(prog: str, body: Callable[[], int]) -> int:
-    """Run a tool's command line: a refusal is one line and exit 2, an interrupt one line and
-    EXIT_INTERRUPTED, with no traceback and no file half-written (every file is written whole)."""
+    """Run a tool's command line: a refusal (or a file system's error) is one line and exit 2, an
+    interrupt one line and EXIT_INTERRUPTED, with no traceback and no file half-written (every file is
+    written whole)."""
     try:
         return body()
     except GateError as err:
@@ -43,3 +44,7 @@ def tool_main(prog: str, body: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as err:  # a file system's refusal that no check foresaw: still one line, no traceback
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"{prog}: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
