@@ -10,10 +10,13 @@ of the partial results (perf/plugin/result_files.py).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -27,7 +30,14 @@ LATE = (
 )
 
 
+STARTING = "perf: interrupted while pytest was starting; nothing was run and nothing written"
+_configured: list[bool] = []  # set once pytest is configured: from then on it ends an interrupted session
+
+
 def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    if not _configured:  # pytest still loading its plugins and the conftest's imports: nothing to keep
+        print(STARTING, file=sys.stderr, flush=True)
+        os._exit(pytest.ExitCode.INTERRUPTED)  # as an interrupted session ends, without a traceback
     if _ended and not _arrived:  # the clean-up after a finished run: said, not raised, the first time
         _arrived.append(None)
         print(LATE, file=sys.stderr, flush=True)
@@ -63,15 +73,60 @@ def _raise_if_dropped() -> None:
         )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def _install() -> None:
     """Record interrupts where Python's own handler is in place (not where SIGINT is ignored, as in a
     background job, or handled by the caller)."""
-    _arrived.clear()
-    _ended.clear()
     in_main_thread = threading.current_thread() is threading.main_thread()
     if in_main_thread and signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _on_interrupt):
         signal.signal(signal.SIGINT, _on_interrupt)
+
+
+def uninstall() -> None:
+    """Python's own handler back, where this plugin was registered and then blocked (`-p no:...` after
+    pytest.ini's -p): its pytest_configure will not run, so it must not act on interrupts."""
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is _on_interrupt
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _quiet(previous: Callable[[Any], None]) -> Callable[[Any], None]:
+    """An unraisable hook that drops the KeyboardInterrupt of a recorded interrupt (raised inside a weakref
+    or finalizer callback, where Python cannot raise it): the run ends as interrupted all the same, so no
+    traceback is printed for it; everything else goes to `previous`."""
+    if getattr(previous, "perf_quiet", False):
+        return previous
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and received():
+            return
+        previous(unraisable)
+
+    hook.perf_quiet = True  # type: ignore[attr-defined]
+    return hook
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The first hook this plugin gets, as pytest registers it (pytest.ini's -p: before the conftest imports
+    torch): from here an interrupt at any moment of the start-up is caught, and the unraisable hook likewise
+    until pytest sets its own."""
+    _install()
+    sys.unraisablehook = _quiet(sys.unraisablehook)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    _arrived.clear()
+    _ended.clear()
+    _install()
+    _configured.append(True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """After pytest's own unraisable hook is in place (its pytest_configure): wrapped to drop ours."""
+    sys.unraisablehook = _quiet(sys.unraisablehook)
 
 
 @pytest.hookimpl(tryfirst=True)

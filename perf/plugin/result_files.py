@@ -107,6 +107,8 @@ def _retype_json_option(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """The folders --benchmark-save and --benchmark-json write into checked before anything runs (before
     pytest-benchmark's own configure, which is trylast, makes its storage)."""
+    if not config.pluginmanager.has_plugin("perf.plugin.interrupts"):
+        interrupts.uninstall()  # blocked after pytest registered it: Python's own handling of SIGINT
     folder = _storage_folder(config)
     if folder is not None and (wrong := cannot_write(folder, FOLDER)) is not None:
         raise pytest.UsageError(f"--benchmark-save: {wrong}; give a writable --benchmark-storage")

@@ -28,7 +28,7 @@ from perf.tools.judging import paired_rule
 from perf.tools.judging.bisect_search import Rule, Step, expected_measurements, search
 from perf.tools.judging.noise_thresholds import Noise, noise_profile
 from perf.tools.reading.destinations import FOLDER, checked
-from perf.tools.reading.errors import GateError, Interrupted, ToolParser, tool_main
+from perf.tools.reading.errors import GateError, Interrupted, ToolParser, settle, tool_main
 from perf.tools.reading.results import Results
 from perf.tools.reading.run_info import SHORT
 from perf.tools.reporting.bisect_answer import answer_lines, step_printer
@@ -122,6 +122,7 @@ def _bisect(options: argparse.Namespace, repo: Path, runner_for: Callable[[Path]
     except KeyboardInterrupt:
         kept = f"their results are in {options.save}" if options.save else "their results were not kept"
         raise Interrupted(f"after {len(measured)} measured commits; {kept}") from None
+    settle()  # the answer printed is the answer returned
     print("\n".join(answer_lines(answer, repo)))
     if answer.first_bad is not None:
         total = f"{len(commits) + 1} (GOOD and the {len(commits)} after it)"

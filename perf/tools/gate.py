@@ -33,7 +33,7 @@ from perf.tools.judging.paired_rule import FIRST_PAIRS, MAX_PAIRS
 from perf.tools.judging.paired_rule import THRESHOLD as AB_THRESHOLD
 from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
 from perf.tools.reading.destinations import FILE, FOLDER, checked
-from perf.tools.reading.errors import GateError, ToolParser, tool_main
+from perf.tools.reading.errors import GateError, ToolParser, settle, tool_main
 from perf.tools.reading.results import Results, this_machine
 from perf.tools.reading.timings import HOST_BOUND_SHARE
 from perf.tools.reporting import ab_verdict, gate_output
@@ -280,6 +280,7 @@ def _judge(
     outcome = classify(comparison, regressions, not_persisted, baseline, current, own_run, remeasured)
     here = "this run" + (f" (kept in {options.save})" if options.save else "")
     sources = (str(baseline.path), str(options.current or here))
+    settle()  # a verdict printed is the verdict returned, whatever signal arrives now
     gate_output.show(
         outcome, rule, baseline, current, sources, thresholds, options.listing, options.markdown, options.link
     )
@@ -300,6 +301,7 @@ def _ab(options: argparse.Namespace, runner_for: Callable[[Path], Runner]) -> in
         noise=options.noise,
         runner_for=runner_for,
     )
+    settle()
     return ab_verdict.show(ab, options.markdown, options.link)
 
 

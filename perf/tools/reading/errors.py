@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from collections.abc import Callable
 
 # The exit code of a tool that was interrupted, as a shell gives a command ended by SIGINT.
@@ -29,10 +30,26 @@ class Interrupted(Exception):
     """A tool's run ended by an interrupt: it says what was kept, the tool ends with EXIT_INTERRUPTED."""
 
 
+STOPPING = (signal.SIGINT, signal.SIGTERM)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def settle() -> None:
+    """From here to the end of the command its verdict is printed and returned: a Ctrl-C or SIGTERM no longer
+    changes either (both ignored until tool_main returns)."""
+    if _in_main_thread():
+        for sig in STOPPING:
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def tool_main(prog: str, body: Callable[[], int]) -> int:
     """Run a tool's command line: a refusal (or a file system's error) is one line and exit 2, an
     interrupt one line and EXIT_INTERRUPTED, with no traceback and no file half-written (every file is
     written whole)."""
+    handlers = {sig: signal.getsignal(sig) for sig in STOPPING} if _in_main_thread() else {}
     try:
         return body()
     except GateError as err:
@@ -48,3 +65,6 @@ def tool_main(prog: str, body: Callable[[], int]) -> int:
         where = f"{err.filename}: " if err.filename else ""
         print(f"{prog}: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
+    finally:
+        for sig, handler in handlers.items():  # as the caller had them (settle() ignored them)
+            signal.signal(sig, handler)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,11 +23,12 @@ from perf.tools.judging.noise_thresholds import noise_profile
 from perf.tools.judging.paired_rule import BASE, FIRST_PAIRS, HEAD, ABRun, order
 from perf.tools.reading.errors import GateError, Interrupted
 from perf.tools.reading.results import Results, load_results
-from perf.tools.running import worktrees
+from perf.tools.running import scratch, worktrees
 from perf.tools.running.runs import (
     PYTEST_INTERRUPTED,
     PYTEST_OK,
     Runner,
+    file_stamp,
     is_selection,
     measure,
     with_selection,
@@ -55,14 +55,22 @@ def measure_base(runner: Runner, args: Sequence[str], save: Path | None) -> tupl
     id base lacks, a module it cannot import) (the benchmarks that passed, if any, and what failed). An
     interrupt is `Interrupted`: the runner raises KeyboardInterrupt where one was passed on to pytest, so
     pytest's own exit code 2 means it stopped itself, at a collection error."""
-    folder = Path(tempfile.mkdtemp(prefix="perf-base-"))
+    folder = scratch.made("perf-base-")
     json_path = save or folder / "results.json"
+    before = file_stamp(json_path)
     shown = " ".join(["pytest", *args])
     try:
         try:
             code = runner(list(args), json_path)
         except KeyboardInterrupt:
-            raise Interrupted(f"`{shown}` on base was interrupted") from None
+            if file_stamp(json_path) in (None, before):
+                raise Interrupted(f"`{shown}` on base was interrupted") from None
+            if save is None:
+                scratch.kept(folder)
+                folder = None  # the results are in it
+            raise Interrupted(
+                f"`{shown}` on base was interrupted after it ended; its results are kept in {json_path}"
+            ) from None
         if code == PYTEST_INTERRUPTED and not partial_name(json_path).is_file():
             return None, f"`{shown}` on base stopped at collection (exit code {code}): base cannot collect it"
         if code in PYTEST_OK:
@@ -72,7 +80,8 @@ def measure_base(runner: Runner, args: Sequence[str], save: Path | None) -> tupl
         kept = _passed_only(partial_name(json_path), folder / "passed.json")
         return kept, f"`{shown}` on base failed with exit code {code}"
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _save_path(save: Path | None, run: int, side: str) -> Path | None:

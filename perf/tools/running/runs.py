@@ -10,21 +10,24 @@ partial and saying so, instead of being killed by the tool mid-write.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from perf.storage import ROOT, partial_name
 from perf.tools.reading.errors import GateError, Interrupted
 from perf.tools.reading.results import Results, load_results
+from perf.tools.running import scratch
 
 # pytest exit codes that are not a failed run: 0 all passed or skipped, 5 nothing collected.
 PYTEST_OK = (0, 5)
 PYTEST_INTERRUPTED = 2
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 # Runs `python -m pytest ARGS --benchmark-json=PATH`; returns pytest's exit code.
 Runner = Callable[[Sequence[str], Path], int]
@@ -49,15 +52,32 @@ def forwarding_signals(process: subprocess.Popen) -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
+def _dies_with_parent() -> None:
+    """In the child, before pytest starts: SIGTERM to it when the tool that started it dies, however it
+    dies (SIGKILL included), so that no pytest goes on holding the GPU (Linux's parent-death signal)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def run_pytest_in(tree: Path, args: Sequence[str], json_path: Path) -> int:
     """pytest started in `tree` (a checkout: its pytest.ini makes it the import root) by this Python, its
     output on this terminal; returns pytest's exit code. KeyboardInterrupt once it has ended where an
     interrupt or a termination was passed on to it, whatever its exit code: a tool told to stop gives no
-    verdict (a pytest ended by SIGTERM exits -15, which would read as a failed run)."""
+    verdict (a pytest ended by SIGTERM exits -15, which would read as a failed run). The child dies with
+    the tool: killed (its process group) where the tool leaves this function any other way, and sent
+    SIGTERM by the system where the tool is killed outright."""
     command = [sys.executable, "-m", "pytest", *args, f"--benchmark-json={json_path}"]
-    process = subprocess.Popen(command, cwd=tree, process_group=0)  # a Ctrl-C reaches it from here only
-    with forwarding_signals(process) as forwarded:
-        code = process.wait()
+    # A Ctrl-C reaches it from here only (its own process group).
+    process = subprocess.Popen(command, cwd=tree, process_group=0, preexec_fn=_dies_with_parent)
+    try:
+        with forwarding_signals(process) as forwarded:
+            code = process.wait()
+    finally:
+        if process.poll() is None:  # the tool is leaving without it: an error here, a second signal
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     if forwarded:
         raise KeyboardInterrupt
     return code
@@ -98,19 +118,26 @@ def measure(runner: Runner, args: Sequence[str], role: str, save: Path | None = 
             save.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise GateError(f"{save}: cannot write into its folder ({err.strerror or err})") from None
-    folder: Path | None = Path(tempfile.mkdtemp(prefix="perf-run-"))
+    scratch.remove_abandoned()
+    folder: Path | None = scratch.made("perf-run-")
     json_path = save or folder / "results.json"
+    before = file_stamp(json_path)
     try:
         shown = " ".join(["pytest", *args])
         try:
             code = runner(list(args), json_path)
-        except KeyboardInterrupt:  # a runner of its own that lets the interrupt through
+        except KeyboardInterrupt:  # passed on to pytest (run_pytest_in), or a runner that lets it through
+            if file_stamp(json_path) not in (None, before):  # it had stored its results whole: they stand
+                folder = _kept(folder, save)
+                raise Interrupted(
+                    f"`{shown}` was interrupted after it ended; its results are kept in {json_path}"
+                ) from None
             code = PYTEST_INTERRUPTED
         if code not in PYTEST_OK:
             partial = partial_name(json_path)
             kept = f"its partial results are in {partial}" if partial.is_file() else "it stored no results"
-            if partial.is_file() and save is None:
-                folder = None  # kept: the partial results are in it
+            if partial.is_file():
+                folder = _kept(folder, save)
             if code == PYTEST_INTERRUPTED:
                 raise Interrupted(f"`{shown}` was interrupted; {kept}")
             raise GateError(f"`{shown}` failed with exit code {code}; no verdict on a failed run ({kept})")
@@ -120,3 +147,20 @@ def measure(runner: Runner, args: Sequence[str], role: str, save: Path | None = 
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def file_stamp(path: Path) -> int | None:
+    """The file's modification time (ns), or None where there is none: tells a file a run wrote."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _kept(folder: Path | None, save: Path | None) -> Path | None:
+    """The scratch folder where it holds results kept for the user: no longer removed (None is returned for
+    `folder`); with `save` the results are there and the folder goes as usual."""
+    if folder is not None and save is None:
+        scratch.kept(folder)
+        return None
+    return folder

@@ -24,6 +24,7 @@ from perf.storage import ROOT
 from perf.tools.reading.errors import GateError
 from perf.tools.reading.run_info import SHORT
 from perf.tools.running.runs import Runner, run_pytest_in
+from perf.tools.running.scratch import alive
 
 FOLDER_PREFIX = "perf-worktree-"  # the temporary folder that holds a worktree
 OWNER_FILE = "owner.pid"  # beside the worktree: the process that made it, for remove_abandoned
@@ -76,16 +77,6 @@ def _remove(repo: Path, tree: Path, folder: Path) -> None:
         _git(repo, "worktree", "prune")  # forgets the tree where `remove` failed and the folder is gone
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
-
-
 def remove_abandoned(repo: Path = ROOT) -> list[Path]:
     """Remove this repository's worktrees that a run killed outright (SIGKILL, a lost machine) left behind:
     those in a FOLDER_PREFIX folder whose OWNER_FILE names a process that no longer runs. Returns them."""
@@ -99,7 +90,7 @@ def remove_abandoned(repo: Path = ROOT) -> list[Path]:
             owner = int((tree.parent / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue  # not one of ours, or being made this moment: left alone
-        if not _alive(owner):
+        if not alive(owner):
             _remove(repo, tree, tree.parent)
             removed.append(tree)
     return removed
