@@ -10,6 +10,7 @@ of the partial results (perf/plugin/result_files.py).
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -107,12 +108,23 @@ def _quiet(previous: Callable[[Any], None]) -> Callable[[Any], None]:
     return hook
 
 
+def _exiting() -> None:
+    """The last exit handler (registered first): the run's exit status is decided, so an interrupt in the
+    interpreter's own shutdown is ignored, where Python's default would end the process by the signal."""
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is _on_interrupt
+    ):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """The first hook this plugin gets, as pytest registers it (pytest.ini's -p: before the conftest imports
-    torch): from here an interrupt at any moment of the start-up is caught, and the unraisable hook likewise
-    until pytest sets its own."""
+    """The first hook this plugin gets, as pytest registers it (pytest.ini's first -p: before the other
+    plugins and the conftest's imports): from here an interrupt at any moment is caught, to the process's
+    end, and the unraisable hook likewise until pytest sets its own."""
     _install()
     sys.unraisablehook = _quiet(sys.unraisablehook)
+    atexit.register(_exiting)
 
 
 @pytest.hookimpl(tryfirst=True)
