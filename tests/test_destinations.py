@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from perf.history.__main__ import main as history_main
+from perf.storage import FILE, FOLDER, cannot_write
 from perf.tools import bisect, calibrate, gate, noise, report
-from perf.tools.reading.destinations import FILE, FOLDER, cannot_write
 from perf.tools.reading.errors import tool_main
 from tests.test_not_a_measurement import good, write
 

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from perf.history.store import History, Point
-from perf.storage import folder_name, write_whole
+from perf.storage import FOLDER, cannot_write, folder_name, write_whole
 from perf.tools.judging.window_rule import robust_sd
-from perf.tools.reading.destinations import FOLDER, cannot_write
 
 PAGE = Path(__file__).with_name("trends_page.html")
 # The noise band of a point: the median of the WINDOW points before it, +- BAND_K robust standard deviations.

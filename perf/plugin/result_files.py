@@ -33,8 +33,7 @@ from typing import Any
 import pytest
 
 from perf.plugin import interrupts
-from perf.storage import compact_json, partial_name, write_new, write_whole
-from perf.tools.reading.destinations import FILE, FOLDER, cannot_write
+from perf.storage import FILE, FOLDER, cannot_write, compact_json, partial_name, write_new, write_whole
 
 # Exit codes after which a session's results are whole: all passed (or skipped), nothing collected.
 WHOLE_EXIT_CODES = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)

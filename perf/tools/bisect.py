@@ -23,11 +23,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perf.storage import BASELINES, ROOT
+from perf.storage import BASELINES, FOLDER, ROOT
 from perf.tools.judging import paired_rule
 from perf.tools.judging.bisect_search import Rule, Step, expected_measurements, search
 from perf.tools.judging.noise_thresholds import Noise, noise_profile
-from perf.tools.reading.destinations import FOLDER, checked
+from perf.tools.reading.destinations import checked
 from perf.tools.reading.errors import GateError, Interrupted, ToolParser, settle, tool_main
 from perf.tools.reading.results import Results
 from perf.tools.reading.run_info import SHORT

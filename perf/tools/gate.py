@@ -25,14 +25,14 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perf.storage import BASELINES
+from perf.storage import BASELINES, FILE, FOLDER
 from perf.tools.judging.changes import Rule, compare, with_noise
 from perf.tools.judging.noise_thresholds import NoiseThresholds, noise_thresholds
 from perf.tools.judging.outcome import classify
 from perf.tools.judging.paired_rule import FIRST_PAIRS, MAX_PAIRS
 from perf.tools.judging.paired_rule import THRESHOLD as AB_THRESHOLD
 from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
-from perf.tools.reading.destinations import FILE, FOLDER, checked
+from perf.tools.reading.destinations import checked
 from perf.tools.reading.errors import GateError, ToolParser, settle, tool_main
 from perf.tools.reading.results import Results, this_machine
 from perf.tools.reading.timings import HOST_BOUND_SHARE

@@ -20,10 +20,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perf.storage import recorded_on_cpu, write_whole
+from perf.storage import FOLDER, recorded_on_cpu, write_whole
 from perf.tools.judging.noise_spread import noise_document
 from perf.tools.judging.noise_thresholds import load_noise, noise_path
-from perf.tools.reading.destinations import FOLDER, checked
+from perf.tools.reading.destinations import checked
 from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import Results, load_results, this_machine
 from perf.tools.reporting.noise_summary import distribution

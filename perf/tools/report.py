@@ -24,11 +24,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from perf.storage import BASELINES
+from perf.storage import BASELINES, FOLDER
 from perf.tools.judging.changes import Rule, with_noise
 from perf.tools.judging.noise_thresholds import noise_thresholds
 from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
-from perf.tools.reading.destinations import FOLDER, checked
+from perf.tools.reading.destinations import checked
 from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import check_same_machine, load_results
 from perf.tools.reporting.document import written
