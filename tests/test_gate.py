@@ -511,7 +511,7 @@ def test_file_from_another_processor_is_refused_naming_it(tmp_path, capsys, file
     [
         (None, "no such file"),
         ("", "not valid JSON"),
-        ("[1, 2]", "no benchmarks in it"),
+        ("[1, 2]", "not a result file of pytest-benchmark (no benchmarks, no machine_info): another tool's"),
         ('{"machine_info": {"perf": {}}, "benchmarks": []}', "no benchmarks in it"),
         ('{"benchmarks": [{"fullname": "x", "stats": {"median": 1.0}}]}', "no machine_info.perf"),
         ('{"machine_info": {"perf": {}}, "benchmarks": [{"fullname": "x"}]}', "benchmark x: no stats.median"),

@@ -135,8 +135,18 @@ def run_line(run: RunInfo) -> str:
     )
 
 
+def db_after_command(argv: Sequence[str]) -> list[str]:
+    """`--db URL` (or `--db=URL`) given before the command moved after it, where the command takes it."""
+    argv = list(argv)
+    moved: list[str] = []
+    while argv and argv[0].startswith("--db"):
+        take = 1 if "=" in argv[0] else 2
+        moved, argv = moved + argv[:take], argv[take:]
+    return argv[:1] + moved + argv[1:] if argv else moved
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = db_after_command(sys.argv[1:] if argv is None else argv)
 
     def body() -> int:
         args = build_parser(argv).parse_args(argv)

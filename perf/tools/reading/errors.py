@@ -5,6 +5,7 @@ verdict."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -51,7 +52,12 @@ def tool_main(prog: str, body: Callable[[], int]) -> int:
     written whole)."""
     handlers = {sig: signal.getsignal(sig) for sig in STOPPING} if _in_main_thread() else {}
     try:
-        return body()
+        code = body()
+        sys.stdout.flush()  # here, so that a reader gone away is seen here
+        return code
+    except BrokenPipeError:  # the reader went away (`| head -1`): it had what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 0
     except GateError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2

@@ -95,6 +95,11 @@ def load_results(path: Path, role: str) -> Results:
     where = f"{role} {path}"
     data = read_document(path, where)
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not {"benchmarks", "machine_info"} & set(data):
+        raise GateError(
+            f"{where}: not a result file of pytest-benchmark (no benchmarks, no machine_info): another "
+            "tool's JSON? Give a file that --benchmark-json or --benchmark-save wrote"
+        )
     if not isinstance(benchmarks, list) or not benchmarks:
         raise GateError(
             f"{where}: no benchmarks in it; a timed run (without --benchmark-disable) with "
