@@ -159,7 +159,7 @@ RUN_FIGURES = (
     "precision",
 )  # fmt: skip
 # Where a suite's tables go among all tables at the end of a run and in reports: lower first. The built-in
-# suites use 10 (end-to-end) to 70 (weighted sum); a table without an order comes last.
+# suites use 10 (end-to-end) to 75 (norms); a table without an order comes last.
 LAST_TABLE = 1000
 
 

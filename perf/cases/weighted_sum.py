@@ -1,7 +1,6 @@
 """The weighted-sum suite's cases: the project's smallest Triton kernel (kernels/weighted_sum.py, a dot
-product of every row of x with w) against its plain PyTorch reference, forward and forward+backward.
-
-It is the example of docs/adding-a-suite.md: a suite declares its axes here, once.
+product of every row of x with w) against its plain PyTorch reference, forward and forward+backward. Its
+axes are declared here, once (docs/adding-a-suite.md walks through the norm suite, declared the same way).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 
-from perf.storage import BASELINES, ROOT, machine_folder
+from perf.storage import BASELINES, ROOT, machine_folder, recorded_on_cpu
 from perf.tools.judging.regression_rule import Threshold
 from perf.tools.reading.errors import GateError
 from perf.tools.reading.results import ISOLATED, Results
@@ -241,9 +241,9 @@ def noise_thresholds(
     if option == "off":
         return NoiseThresholds(fallback, None, methods, [f"noise: off (--noise off); {fall_back}"])
     if option is None and not path.is_file():
-        return NoiseThresholds(
-            fallback, None, methods, [f"noise: no {shown}: {fall_back} (`make noise` measures it)"]
-        )
+        # A CPU run has no GPU-time spread to measure: `make noise` refuses there, so it is not advised.
+        advice = "" if recorded_on_cpu(baseline.machine) else " (`make noise` measures it)"
+        return NoiseThresholds(fallback, None, methods, [f"noise: no {shown}: {fall_back}{advice}"])
     try:
         noise = load_noise(path)
     except GateError as err:
@@ -280,7 +280,8 @@ def noise_profile(
     path = Path(option) if option else noise_path(run, baselines_dir)
     shown = path.relative_to(ROOT) if path.is_absolute() and path.is_relative_to(ROOT) else path
     if option is None and not path.is_file():
-        return None, f"noise profile: no {shown}; {alone} (`make noise` measures one)"
+        advice = "" if recorded_on_cpu(run.machine) else " (`make noise` measures one)"
+        return None, f"noise profile: no {shown}; {alone}{advice}"
     try:
         noise = load_noise(path)
     except GateError as err:
