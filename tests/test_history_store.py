@@ -467,8 +467,9 @@ def test_command_line_import_and_runs(history_url, tmp_path, capsys):
     refusal = f"python -m perf.history: error: {bad}: partial results (interrupted), not a whole run"
     assert err.splitlines() == [f"{refusal}; record a complete run"]
     assert main(["runs", "--db", history_url, "--gpu", "nvidia-h100-80gb-hbm3"]) == 0
-    (line,) = capsys.readouterr().out.splitlines()
+    (line, source) = capsys.readouterr().out.splitlines()
     assert line.startswith("#1") and H100 in line and "3 benchmarks" in line and "gpu time steady" in line
+    assert source == f"       from {good}" and len(line) <= 120
     assert main(["runs", "--db", history_url, "--gpu", "NVIDIA A100"]) == 2
     assert "--gpu NVIDIA A100: no runs of it" in capsys.readouterr().err
 

@@ -52,3 +52,17 @@ def test_the_suites_lines_fit_120_columns(plain):
 def test_pytest_benchmarks_tables_are_a_flag_away_on_the_cpu(plain):
     assert BENCHMARK_TABLE not in plain
     assert BENCHMARK_TABLE in _run("--benchmark-max-time=0.02", "--benchmark-tables")
+
+
+def test_more_benchmarks_in_tables_below_is_said_only_under_a_table_it_adds_to():
+    # On the CPU every weighted-sum benchmark is in that suite's own table: no derived-figures table, and
+    # so no "(N more benchmarks: in the tables below)" line hanging under nothing.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "COLUMNS": "120"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "perf/test_weighted_sum.py", "-q",
+         "--benchmark-max-time=0.02"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "derived figures" not in proc.stdout and "in the tables below" not in proc.stdout, proc.stdout
+    assert "weighted sum: GB/s of the Triton kernel" in proc.stdout  # the suite's own table is there

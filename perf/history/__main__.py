@@ -127,11 +127,12 @@ def gpu_named(history: History, name: str) -> str:
 
 
 def run_line(run: RunInfo) -> str:
+    """Two lines of a run, each within about 120 columns: what and where, then the file it came from."""
     commit = f"{run.branch or '?'} {(run.commit or '?')[:10]}{' (dirty)' if run.dirty else ''}"
     return (
         f"#{run.run_id:<5} {run.started_at:%Y-%m-%d %H:%M} UTC  {run.gpu} on {run.runner or '?'}  {commit}  "
-        f"tier {run.tier or '?'}  {run.benchmarks} benchmarks  gpu time {run.gpu_method or 'none'}  "
-        f"{run.source}"
+        f"tier {run.tier or '?'}  {run.benchmarks} benchmarks  gpu time {run.gpu_method or 'none'}\n"
+        f"       from {run.source}"
     )
 
 

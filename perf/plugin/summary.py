@@ -123,8 +123,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if config.perf_device.type != "cuda":  # no GPU figure to add: a row per benchmark no other table shows
         alone = [(name, x) for name, x in named if not _tabulated(x)]
         in_tables, named = len(named) - len(alone), alone
-    _section(tr, DERIVED_TITLE, derived_table(named))
-    if in_tables:
+    rows = derived_table(named)
+    _section(tr, DERIVED_TITLE, rows)
+    if in_tables and rows:  # below the table it adds to; with no table above, the tables below say it all
         tr.write_line(f"({in_tables} more benchmark{'s' if in_tables > 1 else ''}: in the tables below)")
     _section(tr, INTERLEAVED_TITLE, interleaved_table([(b.name, b.extra_info) for b in results]))
     for title, table in SUMMARY_TABLES:
