@@ -10,15 +10,21 @@ that names the option and the accepted values, so that a typo never runs (or sto
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import pytest
 import torch
 
-from perf.cases.declare import Axis, parse_byte_size
+from perf.cases.declare import Axis, DeclarationError, parse_byte_size
 from perf.harness import gpu_time
 from perf.storage import PERF
-from perf.tiers import AXES, FLAGS, SUITES, TIERS, Tier
+
+try:
+    from perf.tiers import AXES, FLAGS, SUITES, TIERS, Tier
+except DeclarationError as err:  # one suite's mistake: one line, not the plugin's import traceback
+    print(f"perf: a suite declared under perf/cases/ cannot be used: {err}", file=sys.stderr)
+    raise SystemExit(pytest.ExitCode.USAGE_ERROR) from None
 
 # The axes with an option of their own, in the order --help lists them.
 OPTION_AXES = tuple(axis for axis in AXES if axis.option)
