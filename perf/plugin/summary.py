@@ -131,7 +131,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     for title, table in SUMMARY_TABLES:
         _section(tr, title, table(infos))
     _section(tr, "out of memory: recorded as skips, the sweeps went on", config.perf_out_of_memory)
-    _section(tr, "perf notes", notes)
+    _section(tr, "perf notes", [part for note in notes for part in wrapped(note)])  # within WIDTH, as all
 
 
 def _tabulated(info: dict) -> bool:
