@@ -66,6 +66,9 @@ def test_resolve_gives_the_full_sha_and_a_bad_ref_one_line(repo, tmp_path):
 def test_working_tree_state_says_whether_changes_are_measured(repo):
     head = git(repo, "rev-parse", "HEAD").strip()
     assert worktrees.working_tree_state(repo) == f"HEAD {head[:12]} clean"
+    (repo / "baselines" / "gpu").mkdir(parents=True)
+    (repo / "baselines" / "gpu" / "0001_new.json").write_text("{}")  # `make baseline` not committed: no code
+    assert worktrees.working_tree_state(repo) == f"HEAD {head[:12]} clean"
     (repo / "new.py").write_text("x = 1\n")  # untracked and not ignored: a run here measures it
     assert worktrees.working_tree_state(repo) == f"HEAD {head[:12]} with uncommitted changes"
     assert worktrees.is_dirty(repo)

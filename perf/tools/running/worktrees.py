@@ -49,8 +49,9 @@ def resolve_commit(ref: str, repo: Path = ROOT, option: str = "--base") -> str:
 
 def is_dirty(repo: Path = ROOT) -> bool:
     """Whether tracked files differ from HEAD or untracked files that git does not ignore exist: both are
-    measured when the working tree is."""
-    return bool(_git(repo, "status", "--porcelain").stdout.strip())
+    measured when the working tree is. Results under baselines/ (a `make baseline` not yet committed) are
+    no code, and do not count."""
+    return bool(_git(repo, "status", "--porcelain", "--", ".", ":(exclude)baselines").stdout.strip())
 
 
 def working_tree_state(repo: Path = ROOT) -> str:
