@@ -460,23 +460,3 @@ def test_runs_that_chose_rounds_and_burst_are_compared_on_the_burst_they_all_rec
     assert noise.main(["--from", base, same, "--out", str(out)]) == 0
     data = json.loads(out.read_text())["benchmarks"][STEADY]
     assert data["gpu_method"] == "burst" and data["gpu_ms"] == [5.0, 5.0]
-
-
-def test_a_cpu_run_is_not_told_to_measure_noise(tmp_path, capsys):
-    # `make noise` refuses on the CPU (no GPU-time spread to measure): the gate does not advise it there.
-    from tests.test_gate import suite, write_results
-
-    base = write_results(tmp_path / "base.json", suite(), gpu=None)
-    code, output, _ = run_gate(capsys, "--baseline", base, "--current", base, baselines_dir=tmp_path)
-    assert code == 0 and "noise: no " in output and "make noise" not in output
-
-
-def test_a_cpu_runs_verdict_says_it_is_not_a_measurement(tmp_path, capsys):
-    from tests.test_gate import suite, write_results
-
-    base = write_results(tmp_path / "base.json", suite(), gpu=None)
-    code, output, _ = run_gate(capsys, "--baseline", base, "--current", base, baselines_dir=tmp_path)
-    assert code == 0 and "CPU run: not a measurement" in output
-    on_gpu = write_results(tmp_path / "gpu.json", suite())
-    code, output, _ = run_gate(capsys, "--baseline", on_gpu, "--current", on_gpu, baselines_dir=tmp_path)
-    assert code == 0 and "CPU run" not in output

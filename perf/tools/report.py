@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from perf.storage import BASELINES, FOLDER
+from perf.storage import BASELINES, FOLDER, recorded_on_cpu
 from perf.tools.judging.changes import Rule, with_noise
 from perf.tools.judging.noise_thresholds import noise_thresholds
 from perf.tools.judging.regression_rule import HOST_BOUND_THRESHOLD, THRESHOLD, Z
@@ -32,6 +32,7 @@ from perf.tools.reading.destinations import checked
 from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.results import check_same_machine, load_results
 from perf.tools.reporting.document import written
+from perf.tools.reporting.gate_output import CPU_NOTE
 
 REPORT_DIR = Path("reports")  # ignored by git (.gitignore: /reports/)
 
@@ -99,11 +100,15 @@ def main(argv: Sequence[str] | None = None, baselines_dir: Path = BASELINES) -> 
             # The GPU-time thresholds the gate would take: the runner's noise file where there is one.
             thresholds = noise_thresholds(options.noise, baseline, options.threshold, baselines_dir)
             notes = thresholds.summary()
+        if recorded_on_cpu(current.machine):  # in the report as beside the gate's verdict
+            notes = [*notes, CPU_NOTE]
         rule = Rule(options.threshold, options.z, options.host_bound_threshold)
         if thresholds is not None:
             rule = with_noise(rule, thresholds)
         paths = written(current, baseline, options.out, rule, notes)
         print(f"report: {' and '.join(map(str, paths))}")
+        if recorded_on_cpu(current.machine):
+            print(CPU_NOTE)
         return 0
 
     return tool_main("perf.tools.report", write)
