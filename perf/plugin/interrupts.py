@@ -82,13 +82,18 @@ def _install() -> None:
         signal.signal(signal.SIGINT, _on_interrupt)
 
 
+def _ours() -> bool:
+    """Whether this plugin's handler is SIGINT's (only the main thread may change it)."""
+    return (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is _on_interrupt
+    )
+
+
 def uninstall() -> None:
     """Python's own handler back, where this plugin was registered and then blocked (`-p no:...` after
     pytest.ini's -p): its pytest_configure will not run, so it must not act on interrupts."""
-    if (
-        threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGINT) is _on_interrupt
-    ):
+    if _ours():
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
@@ -111,10 +116,7 @@ def _quiet(previous: Callable[[Any], None]) -> Callable[[Any], None]:
 def _exiting() -> None:
     """The last exit handler (registered first): the run's exit status is decided, so an interrupt in the
     interpreter's own shutdown is ignored, where Python's default would end the process by the signal."""
-    if (
-        threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGINT) is _on_interrupt
-    ):
+    if _ours():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -131,8 +133,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     _arrived.clear()
     _ended.clear()
-    _install()
-    _configured.append(True)
+    _configured.append(True)  # the handler is in place since pytest_addoption
 
 
 @pytest.hookimpl(trylast=True)

@@ -221,6 +221,10 @@ def _save(config: pytest.Config, storage: Any, output_json: dict[str, Any], save
     their own; where the folder cannot take it, the results kept elsewhere (`_kept_elsewhere`)."""
     data = _stored(output_json)
     path = Path(str(getattr(storage, "path", "the storage folder")))
+
+    def kept_elsewhere(err: OSError) -> None:
+        _kept_elsewhere(config, "--benchmark-save", path, err, data, f"{save}.json")
+
     for _ in range(SAVE_TRIES):
         try:
             if getattr(config, "perf_partial", None) is None:
@@ -229,25 +233,19 @@ def _save(config: pytest.Config, storage: Any, output_json: dict[str, Any], save
                 stamp = time.strftime("%Y%m%d-%H%M%S")
                 path = Path(storage.get(f"{PARTIAL_PREFIX}{stamp}-{os.getpid()}_{save}.json"))
         except (OSError, RuntimeError) as err:  # pathlib says RuntimeError of a link loop before 3.13
-            _kept_elsewhere(config, "--benchmark-save", path, _not_a_folder(path, err), data, f"{save}.json")
-            return
+            return kept_elsewhere(_not_a_folder(path, err))
         try:
             write_new(path, data)
         except FileExistsError as err:
             if os.path.lexists(path):
                 continue  # another writer stored under this name meanwhile: the next free number
-            _kept_elsewhere(
-                config, "--benchmark-save", path, _not_a_folder(path.parent, err), data, f"{save}.json"
-            )
-            return
+            return kept_elsewhere(_not_a_folder(path.parent, err))
         except OSError as err:
-            _kept_elsewhere(config, "--benchmark-save", path, err, data, f"{save}.json")
-            return
+            return kept_elsewhere(err)
         config.perf_saved = path
         storage.logger.info(f"Saved benchmark data in: {path}")
-        return
-    err = FileExistsError(f"{SAVE_TRIES} numbers in a row taken by other writers")
-    _kept_elsewhere(config, "--benchmark-save", path, err, data, f"{save}.json")
+        return None
+    return kept_elsewhere(FileExistsError(f"{SAVE_TRIES} numbers in a row taken by other writers"))
 
 
 def _not_a_folder(folder: Path, err: Exception) -> OSError:

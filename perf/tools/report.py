@@ -100,14 +100,15 @@ def main(argv: Sequence[str] | None = None, baselines_dir: Path = BASELINES) -> 
             # The GPU-time thresholds the gate would take: the runner's noise file where there is one.
             thresholds = noise_thresholds(options.noise, baseline, options.threshold, baselines_dir)
             notes = thresholds.summary()
-        if recorded_on_cpu(current.machine):  # in the report as beside the gate's verdict
+        on_cpu = recorded_on_cpu(current.machine)
+        if on_cpu:  # in the report as beside the gate's verdict
             notes = [*notes, CPU_NOTE]
         rule = Rule(options.threshold, options.z, options.host_bound_threshold)
         if thresholds is not None:
             rule = with_noise(rule, thresholds)
         paths = written(current, baseline, options.out, rule, notes)
         print(f"report: {' and '.join(map(str, paths))}")
-        if recorded_on_cpu(current.machine):
+        if on_cpu:
             print(CPU_NOTE)
         return 0
 

@@ -32,11 +32,8 @@ def _number(value: object) -> bool:
 
 def _wrong(where: str, value: object, least_zero: bool) -> str | None:
     """Why `value` is not a time (or a spread, with `least_zero`), or None where it is one."""
-    if not _number(value) or not math.isfinite(value):
-        return f"{where} is {value!r}"
-    if value < 0 or (value == 0 and not least_zero):
-        return f"{where} is {value!r}"
-    return None
+    fine = _number(value) and math.isfinite(value) and (value >= 0 if least_zero else value > 0)
+    return None if fine else f"{where} is {value!r}"
 
 
 def not_measured(entry: object) -> str | None:
