@@ -7,11 +7,11 @@ import json
 import random
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from perf.history import steps as steps_module
-from perf.history import trends
 from perf.history.__main__ import main as history_main
 from perf.history.store import connect
 from tests.history_pg import fresh_postgres_url, postgres_url  # noqa: F401
@@ -153,29 +153,32 @@ def test_steps_of_the_last_days_name_the_commit_and_the_kernels(recorded, capsys
 
 
 # --------------------------------------------------------------------------- the trends page
-def test_the_band_is_the_noise_of_the_points_before():
-    assert trends.band([1.0, 1.0]) == [None, None]
-    bands = trends.band([1.0, 1.1, 0.9, 1.0, 5.0])
-    assert bands[:3] == [None, None, None]
-    low, high = bands[4]
-    assert low < 1.0 < high and high < 1.5  # 5.0 itself is not in its own band
+def loaded(path) -> Any:
+    """The payload of a data file of the trends page: `PERF.call(arguments..., payload);`."""
+    text = path.read_text()
+    return json.loads(text[text.index("{") : text.rindex(");")])
 
 
 def test_the_trends_page_has_every_series_its_steps_and_the_kernel_tables(recorded, tmp_path):
     out = tmp_path / "site"
-    assert history_main(["trends", "--db", recorded, "--out", str(out)]) == 0
+    assert history_main(["trends", "--db", recorded, "--out", str(out), "--recent-days", str(DAYS + 1)]) == 0
     page = (out / "index.html").read_text()
     index = json.loads(re.search(r"const INDEX = (\{.*?\});\n", page).group(1))
     assert [g["name"] for g in index["gpus"]] == [H100] and index["gpus"][0]["benchmarks"] == len(NAMES)
-    script = (out / index["gpus"][0]["file"]).read_text()
-    series = json.loads(script[script.index(", ") + 2 : script.rindex(");")])
-    slowed = series[SLOWED]
-    assert len(slowed["points"]) == DAYS  # the dirty run is left out, and the branch's
-    assert [s["commit"] for s in slowed["steps"]] == [f"{STEP_DAY:040x}"[:10]]
-    assert slowed["band"][0] is None and slowed["band"][-1] is not None
-    run_id = slowed["points"][-1][0]
-    tables = (out / "data" / "runs" / f"{run_id}.js").read_text()
-    assert tables.startswith(f"PERF.runLoaded({run_id}, ") and "gemm_v2" in tables
+    data = loaded(out / index["gpus"][0]["file"])
+    assert len(data["runs"]["id"]) == DAYS  # the dirty run is left out, and the branch's
+    [slowed] = [s for s in data["series"] if s["n"] == SLOWED]
+    assert slowed["r"] == [[0, DAYS]] and len(slowed["g"]) == DAYS and slowed["f"] == "gpu"
+    assert [s[0] for s in slowed["st"]] == [STEP_DAY]
+    # On the landing: the step, its commits either side and the kernel that moved.
+    [entry] = index["landing"]
+    assert entry["name"] == SLOWED and entry["after"]["commit"] == f"{STEP_DAY:040x}"[:10]
+    assert entry["ratio"] == pytest.approx(1.08, rel=0.01) and "gemm_v2" in json.dumps(entry["kernels"])
+    # The kernel tables of a benchmark, in its own file: the newest run's is gemm_v2.
+    position = sorted(s["n"] for s in data["series"]).index(SLOWED)
+    tables = loaded(out / index["gpus"][0]["dir"] / f"{position}.js")
+    newest = max(tables["r"], key=lambda run: run[0])
+    assert newest[0] == data["runs"]["id"][-1] and "gemm_v2" in tables["n"]
 
 
 def test_all_series_of_a_gpu_is_each_benchmarks_series(recorded):

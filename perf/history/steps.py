@@ -46,11 +46,16 @@ def scan(
     """Every step of every series (dirty runs left out), GPU model by GPU model."""
     for model in [gpu] if gpu else history.gpus():
         for name, points in history.all_series(model, branch=branch).items():
-            if len(points) < 4:
-                continue
-            figure, values = figure_of(points)
-            for step in find_steps(values, [p.commit or "" for p in points], min_change=min_change):
-                yield SeriesStep(name, model, figure, step, points[step.index - 1], points[step.index])
+            yield from series_steps(name, model, points, min_change)
+
+
+def series_steps(name: str, gpu: str, points: Sequence[Point], min_change: float = 0.02) -> list[SeriesStep]:
+    """The steps of one benchmark's series on one GPU model (points oldest first), in time order."""
+    if len(points) < 4:
+        return []
+    figure, values = figure_of(points)
+    found = find_steps(values, [p.commit or "" for p in points], min_change=min_change)
+    return [SeriesStep(name, gpu, figure, s, points[s.index - 1], points[s.index]) for s in found]
 
 
 def recent_steps(

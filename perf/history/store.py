@@ -55,13 +55,16 @@ BUSY_TIMEOUT_S = 30  # an SQLite writer waits this long for another's lock befor
 CONNECT_TIMEOUT_S = 10  # PostgreSQL: an unreachable server fails after this, unless the URL says otherwise
 # Any 64-bit key: the lock PostgreSQL holds while one process creates the schema of an empty database.
 SCHEMA_LOCK = 0x70657266_68697374
-IMMEDIATE = (
-    "perf_history_immediate"  # execution option: an SQLite transaction that writes takes the lock first
-)
+# Execution option: an SQLite transaction that writes takes the lock first.
+IMMEDIATE = "perf_history_immediate"
 
 
 class HistoryError(Exception):
     """A database or document that cannot be used: one line naming what is wrong and what to do."""
+
+
+class EmptyHistory(HistoryError):
+    """A database without tables, opened to be read: nothing was ever recorded into it."""
 
 
 @dataclass(frozen=True)
@@ -321,6 +324,11 @@ class History:
                 found.setdefault(fields.pop("benchmark"), []).append(Point(**fields))
         return found
 
+    def stream(self, query: Any) -> Iterator[Any]:
+        """The rows of a Core `query`, fetched in batches (a whole page's kernel tables in one query)."""
+        with self._errors(), self._engine.connect() as conn:
+            yield from conn.execution_options(yield_per=1000).execute(query)
+
     def unmeasured(self, gpu: str) -> int:
         """How many stored results of one GPU model hold a time of 0 or less: left out of every series."""
         query = select(func.count()).select_from(results).where(results.c.gpu == gpu, not_(MEASURED))
@@ -432,7 +440,7 @@ def _prepare(engine: Engine, shown: str, create: bool) -> None:
                 f"another (--db, {URL_VARIABLE})"
             ) from None
         if empty and not create:
-            raise HistoryError(
+            raise EmptyHistory(
                 f"{shown}: an empty database; record runs first (python -m perf.history import)"
             )
         try:

@@ -8,6 +8,7 @@ from a point on, every value times a ratio.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
@@ -184,3 +185,89 @@ def table(result: dict) -> str:
         )
         lines.append(f"{row['noise']:>12.1%} {text}   {row['per_1000']:.2f}")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- a history of result files
+# The GPU models and benchmarks of trend_documents: attention cells of three providers at two shapes, model
+# steps of two implementations, a matmul; the planted step is in STEPPED on the first GPU model.
+TREND_GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+PROVIDERS = ("flash_triton", "sdpa_flash", "sdpa_cudnn")
+ATTENTION = (
+    "perf/test_attention.py::test_attention[bf16-forward_backward-b4-h16-s4096-{dim}-causal-{provider}]"
+)
+STEPPED = ATTENTION.format(dim="d128", provider="flash_triton")
+ONCE = "perf/test_transfer.py::test_host_to_device[1MiB-pinned]"  # recorded by the newest run only
+
+
+def _trend_benchmarks() -> list[tuple[str, dict, float]]:
+    """(node id, the extra_info entries naming it, GPU ms) of each benchmark of trend_documents."""
+    found = [
+        (ATTENTION.format(dim=dim, provider=p), {"provider": p, "mode": "forward_backward"}, ms * scale)
+        for dim, ms in (("d128", 2.0), ("d64", 1.2))
+        for p, scale in zip(PROVIDERS, (1.0, 1.15, 1.3), strict=True)
+    ]
+    found += [
+        (f"perf/test_end_to_end.py::test_train_step[{impl}-small-bf16-ctx512-warm2]", {"impl": impl}, ms)
+        for impl, ms in (("sdpa", 41.0), ("flash_triton", 38.0))
+    ]
+    return [*found, ("perf/test_matmul.py::test_matmul[8192-bf16]", {"suite": "matmul"}, 0.45)]
+
+
+def trend_documents(
+    runs: int = 40, *, step_at: int = 30, ratio: float = 1.08, noise: float = 0.004, end=None, gpu_time=True
+) -> list[dict]:
+    """Result files of `runs` nightly runs of main on each of TREND_GPUS, the newest at `end` (a datetime;
+    now by default), for the trends page's tests and screenshot. STEPPED's GPU time on the first model
+    is `ratio` times slower from run `step_at` on, where its kernel attn_fwd becomes attn_fwd_v2. Without
+    `gpu_time` the runs have wall time only, as a CPU run's."""
+    from datetime import UTC, datetime, timedelta
+
+    end = end or datetime.now(UTC).replace(microsecond=0)
+    rng = np.random.default_rng(0)
+    documents = []
+    for g, gpu in enumerate(TREND_GPUS):
+        for run in range(runs):
+            when = end - timedelta(days=runs - 1 - run, minutes=5 * g)
+            commit = f"{run:04x}" + "c0ffee" * 6
+            entries = []
+            for name, labels, ms in _trend_benchmarks():
+                stepped = g == 0 and name == STEPPED and run >= step_at
+                gpu_ms = (
+                    ms
+                    * (0.8 if g else 1.0)
+                    * (ratio if stepped else 1.0)
+                    * math.exp(noise * rng.standard_normal())
+                )
+                kernel = "attn_fwd_v2" if stepped else "attn_fwd" if "attention" in name else "gemm"
+                info = {**labels, "gpu_ms": gpu_ms, "gpu_method": "rounds"} if gpu_time else dict(labels)
+                if gpu_time:
+                    info["clocks"] = {
+                        "rounds": {"sm_mhz_mean": 1980.0 - 60 * g},
+                        "throttle": {"power_cap": 0.0},
+                    }
+                    info["gpu_kernels"] = [
+                        {"kernel": kernel, "launches": 1, "us": gpu_ms * 800},
+                        {"kernel": "elementwise_add", "launches": 2, "us": gpu_ms * 200},
+                    ]
+                entries.append({"fullname": name, "name": name.partition("::")[2], "group": None,
+                                "stats": _stats(gpu_ms * 1.1e-3), "extra_info": info})  # fmt: skip
+            if run == runs - 1:
+                once = {"fullname": ONCE, "name": ONCE.partition("::")[2], "group": None}
+                entries.append(once | {"stats": _stats(0.2e-3), "extra_info": {"host_memory": "pinned"}})
+            documents.append(
+                {
+                    "machine_info": {"perf": {"device": "cuda", "gpu": {"name": gpu, "count": 1}}},
+                    "commit_info": {"id": commit, "time": when.isoformat(), "dirty": False, "branch": "main"},
+                    "datetime": when.isoformat(),
+                    "perf": {"tier": "default"},
+                    "benchmarks": entries,
+                }
+            )
+    return documents
+
+
+def _stats(median: float) -> dict:
+    """pytest-benchmark's statistics of a benchmark whose rounds spread 1% around `median` seconds."""
+    return {"min": median * 0.99, "max": median * 1.01, "mean": median, "stddev": median * 0.005,
+            "median": median, "iqr": median * 0.01, "q1": median * 0.995, "q3": median * 1.005,
+            "rounds": 20, "iterations": 1}  # fmt: skip

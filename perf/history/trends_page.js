@@ -1,0 +1,280 @@
+// The trends page: a section of small charts per suite for the chosen GPU model, the providers or
+// variants of one shape in one chart; a point's kernel table on a click; the controls.
+
+// ------------------------------------------------------------------ the suites
+function renderSuites() {
+  const box = document.getElementById("suites");
+  box.innerHTML = "";
+  if (observer) observer.disconnect();
+  if (!state.gpu) {
+    document.body.dataset.drawn = "none";
+    return;
+  }
+  const info = gpuInfo(state.gpu);
+  box.appendChild(el("p", "muted", `loading ${state.gpu}…`));
+  need(
+    `s\u0000${state.gpu}`,
+    info.file,
+    () => PERF.data[state.gpu],
+    () => drawSuites(box, state.gpu),
+  );
+}
+
+function drawSuites(box, gpu) {
+  if (gpu !== state.gpu) return;
+  box.innerHTML = "";
+  observer = new IntersectionObserver(
+    entries =>
+      entries.forEach(entry => {
+        if (entry.isIntersecting) {
+          observer.unobserve(entry.target);
+          entry.target.draw();
+        }
+      }),
+    { rootMargin: "400px" },
+  );
+  const moved = new Set(INDEX.landing.filter(e => e.gpu === gpu && e.ratio > 1).map(e => e.chart));
+  const suites = new Map();
+  PERF.data[gpu].charts.forEach(chart => {
+    if (!chart.series.some(s => matches(s.name, s.label))) return;
+    if (!suites.has(chart.suite)) suites.set(chart.suite, []);
+    suites.get(chart.suite).push(chart);
+  });
+  if (!suites.size)
+    box.appendChild(el("p", "nothing", `No benchmark on ${gpu} matches the filter “${state.q}”.`));
+  let marked = null;
+  suites.forEach((charts, suite) => {
+    charts.sort((a, b) => moved.has(b.key) - moved.has(a.key));
+    const section = el("details", "suite");
+    section.open = true;
+    section.dataset.suite = suite;
+    const slower = charts.filter(c => moved.has(c.key)).length;
+    section.appendChild(
+      el(
+        "summary",
+        "",
+        `${suite}: ${charts.length} chart(s)` + (slower ? `, ${slower} with a recent slower step` : ""),
+      ),
+    );
+    const grid = el("div", "grid");
+    charts.forEach(chart => {
+      const isMarked = mark && mark.gpu === gpu && mark.chart === chart.key;
+      const c = card(gpu, chart, moved.has(chart.key), isMarked ? mark : null);
+      if (isMarked) marked = c;
+      grid.appendChild(c);
+    });
+    section.appendChild(grid);
+    box.appendChild(section);
+  });
+  if (marked) {
+    marked.scrollIntoView({ block: "center" });
+    mark = null;
+  }
+  document.body.dataset.drawn = gpu; // for the tests: the suites of this GPU model are on the page
+}
+
+function card(gpu, chart, moved, marked) {
+  const div = el("div", "card");
+  div.dataset.chart = chart.key;
+  if (moved) div.classList.add("moved");
+  const single = chart.series.every(s => s.pos.length <= 1);
+  if (single) div.classList.add("single");
+  const detail = el("div", "detail");
+  const tools = el("span", "tools");
+  const title = el("h3", "", shortName(chart.key));
+  const legend = el("div", "legend");
+  chart.series.forEach(s => {
+    const item = el("span");
+    const swatch = el("i");
+    swatch.style.background = s.color;
+    item.appendChild(swatch);
+    item.append(`${s.label || "this benchmark"}${shown(s).dashed ? " (wall: no GPU time)" : ""}`);
+    legend.appendChild(item);
+  });
+  const plot = el("div", "plotbox");
+  div.append(tools, title, legend, plot, detail);
+  if (single) {
+    drawSingle(plot, gpu, chart, detail);
+    return div;
+  }
+  let wide = Boolean(marked);
+  const toggle = el("button", "link", wide ? "smaller" : "larger");
+  tools.appendChild(toggle);
+  plot.draw = () => {
+    plot.innerHTML = "";
+    const series = chart.series.map(s => {
+      const view = shown(s);
+      const steps = view.figure === s.figure ? s.steps : [];
+      return {
+        label: s.label,
+        color: s.color,
+        t: s.t,
+        y: view.y,
+        capped: s.capped,
+        locked: s.locked,
+        dashed: view.dashed,
+        band: wide ? noiseBand(view.y, INDEX.window, INDEX.band_k) : null,
+        steps: steps.map(st => ({
+          ...st,
+          marked: Boolean(marked && marked.name === s.name && marked.index === st.index),
+        })),
+      };
+    });
+    drawChart(
+      plot,
+      { series, wide, figure: state.fig },
+      (si, i) => tooltip(chart.series[si], i),
+      (si, i) => showKernels(detail, gpu, chart.series[si], i),
+    );
+  };
+  toggle.addEventListener("click", () => {
+    wide = !wide;
+    div.classList.toggle("wide", wide);
+    toggle.textContent = wide ? "smaller" : "larger";
+    plot.draw();
+  });
+  if (marked) {
+    div.classList.add("wide", "marked");
+    plot.draw();
+  } else observer.observe(plot);
+  return div;
+}
+
+// A chart whose series have one point each: a line per series with a dot, not a full-size empty chart.
+function drawSingle(box, gpu, chart, detail) {
+  chart.series.forEach(s => {
+    if (!s.pos.length) return;
+    const view = shown(s),
+      line = el("div", "one");
+    const dot = svgEl("svg", { width: 12, height: 12, class: "dot" });
+    svgEl("circle", { class: "point", cx: 6, cy: 6, r: 4, fill: s.color, "data-i": 0 }, dot);
+    dot.style.cursor = "pointer";
+    dot.addEventListener("click", () => showKernels(detail, gpu, s, 0));
+    line.appendChild(dot);
+    line.append(
+      ` ${s.label ? s.label + ": " : ""}${view.y[0] === null ? "-" : formatMs(view.y[0])} ` +
+        `${view.figure === "gpu" ? "GPU" : "wall"}, one run: ${s.commit[0] || "?"} ${date(s.t[0])}`,
+    );
+    line.title = tooltip(s, 0);
+    box.appendChild(line);
+  });
+}
+
+function tooltip(s, i) {
+  const view = shown(s),
+    value = view.y[i];
+  const clock = s.mhz && s.mhz[i] ? `SM clock ${s.mhz[i]} MHz` : "SM clock not sampled";
+  const state_ =
+    (s.capped.has(i) ? ", held down by the power cap" : "") + (s.locked[i] ? ", clocks locked" : "");
+  const figure = view.figure === "gpu" ? "GPU" : "wall";
+  return (
+    `${s.label ? s.label + ": " : ""}${value === null ? "-" : formatMs(value)} ${figure} time\n` +
+    `commit ${s.commit[i] || "?"}, ${date(s.t[i], true)} UTC\n${clock}${state_}\n` +
+    `run #${s.run[i]}: click for its kernel table`
+  );
+}
+
+function showKernels(box, gpu, s, i) {
+  const key = `${gpu}\u0000${s.k}`;
+  box.textContent = "loading the kernel table…";
+  need(
+    `k\u0000${key}`,
+    `${gpuInfo(gpu).dir}/${s.k}.js`,
+    () => PERF.kernels[key],
+    () => {
+      const rows = PERF.kernels[key].get(s.run[i]) || [];
+      box.innerHTML = "";
+      const gpuMs = s.gpu && s.gpu[i] !== null ? `GPU ${formatMs(s.gpu[i])}, ` : "";
+      const head = el(
+        "p",
+        "kernel-head",
+        `${s.label ? s.label + ", " : ""}run #${s.run[i]}, commit ${s.commit[i] || "?"}, ` +
+          `${date(s.t[i], true)}: ${gpuMs}wall ${formatMs(s.wall[i])}` +
+          (s.mhz && s.mhz[i] ? `, SM ${s.mhz[i]} MHz` : "") +
+          (rows.length ? "" : "; no kernel table recorded"),
+      );
+      box.appendChild(head);
+      if (!rows.length) return;
+      const table = el("table", "kernels");
+      const header = el("tr");
+      ["µs per call", "launches", "kernel"].forEach(h => header.appendChild(el("th", "", h)));
+      table.appendChild(header);
+      rows.forEach(r => {
+        const tr = el("tr");
+        [r.us.toFixed(2), String(r.launches), r.kernel].forEach(c => tr.appendChild(el("td", "", c)));
+        table.appendChild(tr);
+      });
+      box.appendChild(table);
+    },
+  );
+}
+
+// ------------------------------------------------------------------ controls
+function syncControls() {
+  document.getElementById("filter").value = state.q;
+  document.querySelectorAll("input[name=figure]").forEach(r => {
+    r.checked = r.value === state.fig;
+  });
+  document.querySelectorAll(".gpu").forEach(b => b.classList.toggle("on", b.dataset.gpu === state.gpu));
+}
+
+function start() {
+  document.getElementById("capped").textContent = `${100 * (INDEX.capped_share || 0.5)}%`;
+  document.getElementById("window").textContent = INDEX.window;
+  document.getElementById("bandk").textContent = INDEX.band_k;
+  const leftOut = Object.entries(INDEX.unmeasured || {}).map(([gpu, n]) => `${n} on ${gpu}`);
+  document.getElementById("created").textContent =
+    `Written ${INDEX.created}${INDEX.source ? ` from ${INDEX.source}` : ""}.` +
+    (leftOut.length ? ` Left out, not measurements (a time of 0 or less): ${leftOut.join(", ")}.` : "");
+  if (INDEX.empty) notice(INDEX.empty);
+  INDEX.gpus
+    .filter(g => !g.gpu_series)
+    .forEach(g =>
+      notice(
+        `No run on ${g.name} recorded GPU time by one method ` +
+          "(runs without the GPU profiler, or on a CPU): its charts show wall time.",
+      ),
+    );
+  Object.assign(state, readHash());
+  if (!gpuInfo(state.gpu)) {
+    const newest = [...INDEX.gpus].sort((a, b) => b.last - a.last)[0];
+    state.gpu = newest ? newest.name : null;
+  }
+  INDEX.gpus.forEach(g => {
+    const button = el("button", "gpu", `${g.name} (${g.benchmarks} benchmarks, ${g.runs} runs)`);
+    button.dataset.gpu = g.name;
+    button.addEventListener("click", () => {
+      state.gpu = g.name;
+      syncControls();
+      writeHash();
+      renderSuites();
+    });
+    document.getElementById("gpus").appendChild(button);
+  });
+  document.getElementById("filter").addEventListener("input", event => {
+    state.q = event.target.value;
+    writeHash();
+    renderLanding();
+    renderSuites();
+  });
+  document.querySelectorAll("input[name=figure]").forEach(radio =>
+    radio.addEventListener("change", () => {
+      state.fig = radio.value === "wall" ? "wall" : "gpu";
+      writeHash();
+      renderSuites();
+    }),
+  );
+  window.addEventListener("hashchange", () => {
+    if (location.hash === lastHash) return;
+    Object.assign(state, readHash());
+    if (!gpuInfo(state.gpu) && INDEX.gpus.length) state.gpu = INDEX.gpus[0].name;
+    syncControls();
+    renderLanding();
+    renderSuites();
+  });
+  syncControls();
+  renderLanding();
+  renderSuites();
+}
+
+start();
