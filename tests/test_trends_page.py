@@ -55,6 +55,7 @@ class Page:
 
     def __init__(self, browser, init_script: str | None = None):
         self.context = browser.new_context(viewport={"width": 1300, "height": 900})
+        self.context.set_default_timeout(10_000)  # a page that fails shows it in a second, not 30
         if init_script:
             self.context.add_init_script(init_script)
         self.page = self.context.new_page()

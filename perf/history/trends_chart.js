@@ -42,7 +42,7 @@ function formatMs(ms) {
 
 // Ticks at 1, 2 or 5 times a power of ten, about `count` of them between lo and hi.
 function linearTicks(lo, hi, count) {
-  const raw = (hi - lo) / Math.max(count, 1);
+  const raw = (hi - lo) / Math.max(count, 1) || Math.abs(hi) || 1;
   const power = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map(m => m * power).find(s => s >= raw) || raw;
   const ticks = [];
@@ -166,9 +166,10 @@ function drawChart(box, model, hover, click) {
     "data-unit": unit.name,
     "aria-label": `${model.figure === "wall" ? "wall" : "GPU"} time, ${unit.name}`,
   });
-  const yTicks = (log ? logTicks(lo, hi) : linearTicks(lo, hi, model.wide ? 6 : 4)).filter(
-    v => v >= lo && v <= hi,
-  );
+  // At least three value ticks: a 1-2-5 step that leaves two in range is halved.
+  let linear = linearTicks(lo, hi, model.wide ? 6 : 4);
+  if (linear.length < 3) linear = linearTicks(lo, hi, model.wide ? 12 : 8);
+  const yTicks = (log ? logTicks(lo, hi) : linear).filter(v => v >= lo && v <= hi);
   yTicks.forEach(v => {
     svgEl("line", { class: "grid-line", x1: L, x2: W - R, y1: y(v), y2: y(v) }, svg);
     svgEl("text", { class: "ytick", x: L - 4, y: y(v) + 3, "text-anchor": "end" }, svg).textContent =
@@ -183,6 +184,7 @@ function drawChart(box, model, hover, click) {
       tick.text;
   });
   const placed = [];
+  let labelled = 0; // step labels stagger over four rows
   model.series.forEach((s, si) => {
     if (model.wide && s.band) {
       const upper = [],
@@ -226,13 +228,14 @@ function drawChart(box, model, hover, click) {
           stroke: colour,
           "stroke-width": st.marked ? 2.5 : 1,
           "stroke-dasharray": "4 3",
+          opacity: st.marked || model.wide ? 1 : 0.6,
         },
         svg,
       );
       if (model.wide || st.marked) {
         svgEl(
           "text",
-          { x: at + 3, y: T + 10 + 12 * (si % 3), fill: colour, style: `fill:${colour}` },
+          { x: at + 3, y: T + 10 + 12 * (labelled++ % 4), fill: colour, style: `fill:${colour}` },
           svg,
         ).textContent = `x${st.ratio} (${(100 * st.certainty).toFixed(1)}%)${s.label ? " " + s.label : ""}`;
       }

@@ -22,7 +22,14 @@ function kernelsCell(e) {
   }
   e.kernels.forEach(([kernel, change, before, after]) => {
     const line = el("div", "mono");
-    const launches = before === after ? "" : ` launches ${before ?? "-"} -> ${after ?? "-"}`;
+    const launches =
+      before === null
+        ? " (new)"
+        : after === null
+          ? " (gone)"
+          : before === after
+            ? ""
+            : ` (launches ${before} → ${after})`;
     line.textContent = `${change > 0 ? "+" : ""}${change.toFixed(1)} µs${launches} ${kernel}`;
     td.appendChild(line);
   });
@@ -39,7 +46,7 @@ function landingRow(e) {
   const figure = e.figure === "gpu" ? "GPU" : "wall";
   what.appendChild(el("div", "muted", `${e.suite} · ${e.gpu} · ${figure} time`));
   tr.appendChild(what);
-  const when = el("td", "mono");
+  const when = el("td", "mono when");
   when.appendChild(el("div", "", `${e.before.commit || "?"} ${date(e.before.t)}  ${formatMs(e.before.ms)}`));
   when.appendChild(el("div", "", `${e.after.commit || "?"} ${date(e.after.t)}  ${formatMs(e.after.ms)}`));
   tr.appendChild(when);
@@ -58,6 +65,16 @@ function landingRow(e) {
 
 function fillTable(table, entries, limit) {
   table.innerHTML = "";
+  if (!entries.length) return;
+  const head = el("tr");
+  [
+    "change",
+    "benchmark",
+    "last run before → first run after",
+    "kernels that moved (µs per call)",
+    "",
+  ].forEach(h => head.appendChild(el("th", "", h)));
+  table.appendChild(head);
   entries.slice(0, limit).forEach(e => table.appendChild(landingRow(e)));
 }
 
