@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     browser_path = options.chromium or shutil.which("chromium") or shutil.which("chromium-browser")
     if browser_path is None:
-        parser.error("--chromium: no chromium on PATH; give the browser's path (Debian: apt-get install chromium)")
+        parser.error("--chromium: no chromium on PATH; give the browser's path (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as scratch:
