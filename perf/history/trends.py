@@ -163,7 +163,7 @@ def _write_series(out: Path, gpu: str, series, names, keys, found_steps) -> dict
         entry["v"] = keys[name][1]
         encoded.append(entry)
         charts.setdefault(keys[name][0], []).append(i)
-    ordered = sorted(charts.items(), key=lambda item: (data.suite_of(item[0]), item[0]))
+    ordered = sorted(charts.items(), key=lambda item: (data.suite_of(item[0]), data.natural_key(item[0])))
     payload = {
         "runs": runs_table,
         "series": encoded,

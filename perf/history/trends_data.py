@@ -11,10 +11,9 @@ newest runs left their noise band, with the kernels that moved.
 from __future__ import annotations
 
 import math
-import statistics
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -45,6 +44,18 @@ def rounded(value: float, digits: int) -> float | int:
         return 0
     found = float(f"{value:.{digits}g}")
     return int(found) if found.is_integer() else found
+
+
+# A number with an optional byte unit, in a node id: ordered by value, so 16B < 128B < 1KiB < 1GiB.
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?)(GiB|MiB|KiB|B)?")
+_UNITS = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1, None: 1}
+
+
+def natural_key(text: str) -> list:
+    """A sort key of a node id that orders its numbers by value (byte sizes by bytes), the rest as text."""
+    parts = _NUMBER.split(text)  # text, number, unit, text, number, unit, ..., text
+    return [(parts[i], float(parts[i + 1]) * _UNITS[parts[i + 2]] if i + 1 < len(parts) else -1.0)
+            for i in range(0, len(parts), 3)]  # fmt: skip
 
 
 def suite_of(name: str) -> str:
@@ -266,13 +277,3 @@ def _side(p: Point, figure: str) -> dict[str, Any]:
 def importance(entry: Mapping[str, Any]) -> tuple:
     """The landing's order: slower first, then the more certain (to 0.1%), then the larger."""
     return (entry["ratio"] < 1, -round(entry["certainty"], 3), -abs(math.log(entry["ratio"])), entry["name"])
-
-
-def newest(points_by_gpu: Mapping[str, Mapping[str, Sequence[Point]]]) -> datetime | None:
-    """The start of the newest run charted."""
-    times = [p[-1].started_at for series in points_by_gpu.values() for p in series.values() if p]
-    return max(times) if times else None
-
-
-def median_ms(values: Sequence[float]) -> float:
-    return statistics.median(values) * 1e3

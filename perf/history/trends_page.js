@@ -43,7 +43,18 @@ function drawSuites(box, gpu) {
   if (!suites.size)
     box.appendChild(el("p", "nothing", `No benchmark on ${gpu} matches the filter “${state.q}”.`));
   let marked = null;
-  suites.forEach((charts, suite) => {
+  // Suites with a recent slower step first, then those whose charts have a history (more than one run),
+  // then by name.
+  const rank = charts => [
+    -charts.filter(c => moved.has(c.key)).length,
+    -Math.round((10 * charts.filter(c => c.series.some(s => s.pos.length > 1)).length) / charts.length),
+  ];
+  const order = [...suites.keys()].sort((a, b) => {
+    const [ra, rb] = [rank(suites.get(a)), rank(suites.get(b))];
+    return ra[0] - rb[0] || ra[1] - rb[1] || a.localeCompare(b);
+  });
+  order.forEach(suite => {
+    const charts = suites.get(suite);
     charts.sort((a, b) => moved.has(b.key) - moved.has(a.key));
     const section = el("details", "suite");
     section.open = true;
@@ -84,11 +95,14 @@ function card(gpu, chart, moved, marked) {
   const title = el("h3", "", shortName(chart.key));
   const legend = el("div", "legend");
   chart.series.forEach(s => {
+    if (chart.series.length === 1 && !s.label && !shown(s).dashed) return; // a lone series needs no legend
     const item = el("span");
     const swatch = el("i");
     swatch.style.background = s.color;
     item.appendChild(swatch);
-    item.append(`${s.label || "this benchmark"}${shown(s).dashed ? " (wall: no GPU time)" : ""}`);
+    // Dashed in wall time: no GPU time, or GPU time by more than one method (which steps never compare).
+    const why = s.gpu && s.gpu.some(v => v !== null) ? "GPU time by mixed methods" : "no GPU time";
+    item.append(`${s.label || "this benchmark"}${shown(s).dashed ? ` (wall: ${why})` : ""}`);
     legend.appendChild(item);
   });
   const plot = el("div", "plotbox");
