@@ -15,7 +15,7 @@ from perf.history import scale, trends
 from perf.history.__main__ import main as history_main
 from perf.history.store import connect
 from perf.history.synthetic import trend_documents
-from perf.history.trends_data import KernelTables, chart_keys
+from perf.history.trends_data import KernelTables, chart_keys, natural_key
 from perf.storage import read_result
 
 
@@ -145,3 +145,20 @@ def test_what_is_no_results_database_is_refused_in_one_line(tmp_path, capsys, wh
         "--recent-days -3" if what.startswith("a negative") else str(path)
     ) in line and "Traceback" not in err
     assert not (tmp_path / "site" / "index.html").exists()
+
+
+def test_charts_follow_the_order_of_their_numbers():
+    sizes = ["8B", "128B", "16B", "1KiB", "512KiB", "2MiB", "1GiB", "64"]
+    names = [f"perf/test_allreduce.py::test_allreduce[bf16-nccl-world2-{size}]" for size in sizes]
+    ordered = sorted(names, key=natural_key)
+    assert [n.rpartition("-")[2][:-1] for n in ordered] == [
+        "8B",
+        "16B",
+        "64",
+        "128B",
+        "1KiB",
+        "512KiB",
+        "2MiB",
+        "1GiB",
+    ]
+    assert sorted(["t[a-10b]", "t[a-2.7b]", "t[b-1]"], key=natural_key) == ["t[a-2.7b]", "t[a-10b]", "t[b-1]"]
