@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import event
 
 from perf.history import scale, trends
 from perf.history.__main__ import main as history_main
-from perf.history.store import connect
+from perf.history.store import Point, connect
 from perf.history.synthetic import trend_documents
-from perf.history.trends_data import KernelTables, chart_keys, natural_key
+from perf.history.trends_data import KernelTables, chart_keys, fresh_change, natural_key
 from perf.storage import read_result
 
 
@@ -162,3 +163,26 @@ def test_charts_follow_the_order_of_their_numbers():
         "1GiB",
     ]
     assert sorted(["t[a-10b]", "t[a-2.7b]", "t[b-1]"], key=natural_key) == ["t[a-2.7b]", "t[a-10b]", "t[b-1]"]
+
+
+def _points(values: list[float]) -> list[Point]:
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    return [
+        Point(i, f"{i:040x}", None, start + timedelta(days=i), False, "main", v * 1.1, None, v, "rounds",
+              1980.0, 0.0, False, False)
+        for i, v in enumerate(values)
+    ]  # fmt: skip
+
+
+def test_the_newest_runs_off_their_band_are_a_fresh_change():
+    noise = [1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.996, 1.001, 1.0, 0.998, 1.002, 1.001]
+    assert fresh_change("b", "g", _points([*noise, 1.003, 0.998]), [], 0.02) is None
+    two = fresh_change("b", "g", _points([*noise, 1.1, 1.11]), [], 0.02)
+    assert two is not None and two.index == len(noise) and two.ratio == pytest.approx(1.105, rel=1e-3)
+    assert (
+        two.certainty > 0.999 and two.before.run_id == len(noise) - 1 and two.after.run_id == len(noise) + 1
+    )
+    one = fresh_change("b", "g", _points([*noise, 1.0, 0.9]), [], 0.02)  # faster, the newest run only
+    assert one is not None and one.index == len(noise) + 1 and one.ratio == pytest.approx(0.9, rel=1e-3)
+    # Off the band (3.6 noise) by less than min_change: not listed.
+    assert fresh_change("b", "g", _points([*noise, 1.019, 1.019]), [], 0.02) is None

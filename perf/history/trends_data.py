@@ -23,7 +23,7 @@ from perf.history.steps import SeriesStep, figure_of
 from perf.history.store import Point
 from perf.tools.reading.kernel_changes import EXTRA_INFO_KEY, changes_between
 
-SERIES_DIGITS = 5  # significant digits of a charted time: 0.001% steps, far below any run's noise
+SERIES_DIGITS = 5  # significant digits of a charted time: at most 0.01% apart, far below any run's noise
 KERNEL_DIGITS = 4  # of a kernel's microseconds and launches in its table
 KERNEL_ROWS = 10  # the costliest kernels kept per run and benchmark: what a reader looks at first
 KERNELS_MOVED = 3  # kernels named per landing entry
