@@ -24,10 +24,14 @@ from tests.test_gate import stats, write_results
 from tests.test_worktrees import commit_all, git, worktree_paths
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOW, SAME, NOISY = (f"perf/test_matmul.py::test_matmul[{n}]" for n in ("slow", "same", "noisy"))
+SLOW, SAME, NOISY, MIXED = (
+    f"perf/test_matmul.py::test_matmul[{n}]" for n in ("slow", "same", "noisy", "mixed")
+)
 NEW, GONE = "perf/test_matmul.py::test_matmul[new]", "perf/test_matmul.py::test_matmul[gone]"
-# Each side's runs, in turn: a relative offset of NOISY's median per run (2%: undecided at a 1% threshold).
+# Each side's runs, in turn: a relative offset of NOISY's median per run (2%: undecided at a 1% threshold),
+# head 1% slower in every pair; MIXED (where a test adds it): head 2% slower, then 2% faster, so never slower.
 NOISY_OFFSETS = (0.02, -0.02, -0.02, 0.02, 0.0, 0.0, 0.0, 0.0)
+MIXED_HEAD_OFFSETS = (0.02, -0.02, 0.0, 0.0)
 ABBA_BAAB = ["base", "head", "head", "base", "head", "base", "base", "head"]  # the sides of 4 pairs, in turn
 
 
@@ -49,7 +53,7 @@ class FakeRunner:
         self.calls: list[tuple[str, list[str]]] = []
         self.medians = {
             "base": {SLOW: 10.0, SAME: 20.0, NOISY: 30.0, GONE: 5.0},
-            "head": {SLOW: 10.5, SAME: 20.0, NOISY: 30.0, NEW: 5.0},
+            "head": {SLOW: 10.5, SAME: 20.0, NOISY: 30.3, NEW: 5.0},
         }
 
     def __call__(self, tree: Path):
@@ -63,6 +67,8 @@ class FakeRunner:
             medians = {n: m for n, m in self.medians[side].items() if not picked or n in picked}
             if NOISY in medians:
                 medians[NOISY] *= 1 + NOISY_OFFSETS[run_number]
+            if MIXED in medians and side == "head":
+                medians[MIXED] *= 1 + MIXED_HEAD_OFFSETS[run_number]
             benchmarks = {n: stats(m * 1e-3, 0.001, seed=i) for i, (n, m) in enumerate(medians.items())}
             if side == "base" and self.base_code:
                 kept = {n: s for n, s in benchmarks.items() if n in self.base_kept}
@@ -87,19 +93,22 @@ def run(repo: Path, fake: FakeRunner, **kwargs) -> tuple[ABRun, list[str]]:
     return result, said
 
 
-def test_abba_then_only_the_undecided_by_node_id_in_ba_ab_pairs(repo, tmp_path):
+def test_abba_then_only_the_undecided_that_may_turn_slower_by_node_id_in_ba_ab_pairs(repo, tmp_path):
     fake = FakeRunner(repo)
+    fake.medians["base"][MIXED] = fake.medians["head"][MIXED] = 40.0
     result, said = run(repo, fake, save=tmp_path / "kept")
     assert [side for side, _ in fake.calls] == ABBA_BAAB
     assert all(args == ["perf/test_matmul.py", "-q"] for _, args in fake.calls[:4])
-    assert all(args == [NOISY, "-q"] for _, args in fake.calls[4:])  # the undecided alone, options kept
+    # The undecided alone, options kept; MIXED was faster at head in a pair: it can never be slower.
+    assert all(args == [NOISY, "-q"] for _, args in fake.calls[4:])
     paired = result.paired
     assert paired.named("slower") == [SLOW] and paired.named("same") == [SAME]
-    assert paired.named("unknown") == [NOISY]  # still undecided after 4 pairs: reported, not failed
+    assert paired.named("unknown") == [MIXED, NOISY]  # undecided: reported, not failed
     assert (paired.new, paired.missing) == ([NEW], [GONE])
+    settled = "; 1 more cannot turn slower (head faster in a pair)"
     assert said == [
-        "A/B: 1 undecided, measured again (pair 3 of at most 4)",
-        "A/B: 1 undecided, measured again (pair 4 of at most 4)",
+        f"A/B: 1 undecided, measured again (pair 3 of at most 4){settled}",
+        f"A/B: 1 undecided, measured again (pair 4 of at most 4){settled}",
     ]
     assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [
         f"{i:02d}_{side}.json" for i, side in enumerate(ABBA_BAAB)
@@ -109,9 +118,9 @@ def test_abba_then_only_the_undecided_by_node_id_in_ba_ab_pairs(repo, tmp_path):
     assert (
         lines[0]
         == lines[-1]
-        == f"FAIL: 1 slower (1 same, 1 undecided of 3; A/B against base {head}, 4 runs + 2 pairs re-measured)"
+        == f"FAIL: 1 slower (1 same, 2 undecided of 4; A/B against base {head}, 4 runs + 2 pairs re-measured)"
     )
-    assert lines[1] == "counts: 1 slower, 0 faster, 1 same, 1 unknown, 1 new, 1 missing"
+    assert lines[1] == "counts: 1 slower, 0 faster, 1 same, 2 unknown, 1 new, 1 missing"
     assert lines[2].startswith("rule: base and head alternately (ABBA")
     assert max(len(line) for line in lines[:6]) <= ab_verdict.WIDTH and lines[3].startswith("  ")
     text = "\n".join(lines)

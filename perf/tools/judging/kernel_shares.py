@@ -29,6 +29,7 @@ from perf.tools.judging.noise_thresholds import Noise
 from perf.tools.judging.paired_rule import (
     FASTER,
     SLOWER,
+    UNKNOWN,
     Bounds,
     Judgement,
     Paired,
@@ -132,6 +133,32 @@ def with_kernels(
         grown = grown_kernels(name, base_runs, head_runs, threshold, bounds)
         judged[name] = replace(judgement, verdict=SLOWER, kernels=tuple(grown)) if grown else judgement
     return replace(paired, judged=judged)
+
+
+def _shares_one_way(name: str, base_runs: Sequence[Results], head_runs: Sequence[Results]) -> bool:
+    """Whether some large kernel of `name` holds a larger share at head in every pair so far."""
+    base = [t for t in (kernel_times(r, name) for r in base_runs if name in r.timings) if t]
+    head = [t for t in (kernel_times(r, name) for r in head_runs if name in r.timings) if t]
+
+    def share(table: dict[str, float], kernel: str) -> float:
+        return table[kernel] / sum(table.values())
+
+    return any(
+        all(share(h, kernel) > share(b, kernel) for b, h in zip(base, head, strict=False))
+        for kernel in large_kernels(name, base_runs, head_runs)
+    )
+
+
+def to_measure_again(paired: Paired, base_runs: Sequence[Results], head_runs: Sequence[Results]) -> list[str]:
+    """The undecided benchmarks that further pairs may still call slower. SLOWER wants head slower in every
+    pair on the figure that decides it, so one pair the other way on each such figure (its primary, its
+    wall unless host-bound, each large kernel's share) rules it out for good: measuring it again could only
+    make it SAME, which passes as UNKNOWN does."""
+    return [
+        name
+        for name in paired.named(UNKNOWN)
+        if paired.judged[name].may_slow or _shares_one_way(name, base_runs, head_runs)
+    ]
 
 
 def kernel_lines(judgement: Judgement) -> list[str]:

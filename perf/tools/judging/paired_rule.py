@@ -12,7 +12,9 @@ pairs' own log ratios (a machine that drifts between pairs). Three answers, as C
     SLOWER   m > log(1 + threshold), m > z_slower * se, and head slower in every pair
     FASTER   likewise the other way
     SAME     |m| + z * se < log(1 + threshold): the whole noise band lies within the threshold
-    UNKNOWN  otherwise: measured again in more pairs; still UNKNOWN after the last is reported, not failed
+    UNKNOWN  otherwise: measured again in more pairs while it may still turn SLOWER (some figure it may be
+             called slower on has head slower in every pair so far); still UNKNOWN after the last pair, or
+             once a pair went the other way on each such figure, it is reported, never failed
 
 z_slower is family-wise: every figure and kernel an A/B judges, at every look (ABBA and each further pair),
 is one test, and a gate that runs hundreds of them at z 3 fails clean code in some per cent of gates. The
@@ -89,6 +91,7 @@ class FigureVerdict:
     se: float  # standard error of m; inf when nothing bounds the noise
     base_s: float  # the geometric mean of base's medians
     head_s: float
+    one_way: bool = False  # head slower in every pair so far: further pairs may still call it SLOWER
 
     @property
     def ratio(self) -> float:
@@ -105,6 +108,7 @@ class Judgement:
     figures: dict[str, FigureVerdict]
     pair_ratios: list[float]  # head / base of each pair of runs, on the primary figure, in run order
     kernels: tuple = ()  # kernels that grew inside it (kernel_shares.py), where they decided it
+    may_slow: bool = True  # a figure it may be called slower on is one way so far (judge; kernel_shares)
 
 
 @dataclass(frozen=True)
@@ -224,7 +228,8 @@ def judge_figure(
         verdict = SAME
     else:
         verdict = UNKNOWN
-    return FigureVerdict(figure, verdict, effect, se, math.exp(log_base), math.exp(log_head))
+    one_way = all(p > 0 for p in pairs)
+    return FigureVerdict(figure, verdict, effect, se, math.exp(log_base), math.exp(log_head), one_way)
 
 
 def _pair_ratios(base: Sequence[Timing], head: Sequence[Timing]) -> list[float]:
@@ -258,12 +263,14 @@ def judge(
     primary = GPU if GPU in figures else WALL
     verdict = figures[primary].verdict
     host_bound = any(r.timings[name].host_bound for r in base_runs)
-    if primary == GPU and figures[WALL].verdict == SLOWER and not host_bound:
+    wall_counts = primary == GPU and not host_bound
+    if wall_counts and figures[WALL].verdict == SLOWER:
         verdict = SLOWER  # the GPU is not slower, the time the user waits is: launches, syncs, copies
     ratios = _pair_ratios(
         [r.figures(name)[primary] for r in base_runs], [r.figures(name)[primary] for r in head_runs]
     )
-    return Judgement(name, verdict, primary, figures, ratios), fell_back
+    may_slow = figures[primary].one_way or (wall_counts and figures[WALL].one_way)
+    return Judgement(name, verdict, primary, figures, ratios, may_slow=may_slow), fell_back
 
 
 def judge_all(

@@ -24,10 +24,10 @@ from pathlib import Path
 
 from perf.tools.judging import regression_rule
 from perf.tools.judging.changes import Rule, compare, judged_again, with_noise
-from perf.tools.judging.kernel_shares import judged
+from perf.tools.judging.kernel_shares import judged, to_measure_again
 from perf.tools.judging.noise_spread import noise_document
 from perf.tools.judging.noise_thresholds import Noise, NoiseThresholds, noise_of
-from perf.tools.judging.paired_rule import BASE, FIRST_PAIRS, SLOWER, UNKNOWN, order
+from perf.tools.judging.paired_rule import BASE, FIRST_PAIRS, SLOWER, order
 from perf.tools.judging.plants import WHOLE, Plant, kernels_to_plant, planted
 from perf.tools.judging.window_rule import WINDOW, points_of, window_baseline
 from perf.tools.reading.results import Results, align_to, aligned
@@ -164,7 +164,7 @@ def replay_ab(
         pair = FIRST_PAIRS
         while (
             pair < max_pairs
-            and (unknown := set(paired.named(UNKNOWN)))
+            and (unknown := set(to_measure_again(paired, sides[BASE], sides["head"])))
             and 2 * pair + 2 <= len(order_of_runs)
         ):
             for side, index in zip(order(pair), order_of_runs[2 * pair : 2 * pair + 2], strict=True):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from perf.storage import BASELINES, ROOT, partial_name
 from perf.tools.judging import paired_rule
-from perf.tools.judging.kernel_shares import judged
+from perf.tools.judging.kernel_shares import judged, to_measure_again
 from perf.tools.judging.noise_thresholds import noise_profile
 from perf.tools.judging.paired_rule import BASE, FIRST_PAIRS, HEAD, ABRun, order
 from perf.tools.reading.errors import GateError, Interrupted
@@ -141,9 +141,13 @@ def run_ab(
             return judged(ab.runs[BASE], ab.runs[HEAD], threshold, z, noise=profile, looks=looks)
 
         ab.paired = judge()
-        while ab.pairs < max_pairs and (unknown := ab.paired.named(paired_rule.UNKNOWN)):
-            say(f"A/B: {len(unknown)} undecided, measured again (pair {ab.pairs + 1} of at most {max_pairs})")
-            ab.remeasured.append(len(unknown))
-            one_pair(ab.pairs - 1, [*unknown, *flags])
+        while ab.pairs < max_pairs and (again := to_measure_again(ab.paired, ab.runs[BASE], ab.runs[HEAD])):
+            settled = len(ab.paired.named(paired_rule.UNKNOWN)) - len(again)
+            say(
+                f"A/B: {len(again)} undecided, measured again (pair {ab.pairs + 1} of at most {max_pairs})"
+                + (f"; {settled} more cannot turn slower (head faster in a pair)" if settled else "")
+            )
+            ab.remeasured.append(len(again))
+            one_pair(ab.pairs - 1, [*again, *flags])
             ab.paired = judge()
     return ab
