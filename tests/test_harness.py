@@ -3,6 +3,7 @@ synthetic benchmarks checked through its JSON (extra_info, machine info, baselin
 
 from __future__ import annotations
 
+import gc
 import inspect
 import json
 import os
@@ -75,6 +76,22 @@ def test_derived_figures():
     assert fp32["peak_tflops"] == 494.7
     cpu = derived_figures(0.01, work, None)
     assert cpu["mfu"] is None and cpu["tflops"] == pytest.approx(200.0)
+
+
+def test_the_session_freezes_what_collection_left_so_teardowns_scan_only_the_new():
+    # This very process: the suite's plugin froze the imported modules when collection finished.
+    frozen = gc.get_freeze_count()
+    assert frozen > 10_000
+    made = [[] for _ in range(100)]
+    harness.release_cached_memory()
+    assert gc.get_freeze_count() == frozen  # collecting does not freeze what the tests made
+    del made
+    harness.thaw()
+    try:
+        assert gc.get_freeze_count() == 0
+    finally:
+        harness.freeze_long_lived()
+    assert gc.get_freeze_count() > 10_000
 
 
 def test_resolve_device_errors():

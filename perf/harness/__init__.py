@@ -13,7 +13,7 @@ The names below are the ones benchmarks, workloads and the plugin import from `p
 """
 
 from perf.harness.bench import Bench, TimingPolicy, Work, derived_figures
-from perf.harness.cache import release_cached_memory
+from perf.harness.cache import freeze_long_lived, release_cached_memory, thaw
 from perf.harness.machine import (
     GPU_PEAK_TFLOPS,
     gpu_name,
@@ -35,6 +35,7 @@ __all__ = [
     "Work",
     "derived_figures",
     "elapsed_ms",
+    "freeze_long_lived",
     "gpu_name",
     "machine_info",
     "machine_slug",
@@ -47,4 +48,5 @@ __all__ = [
     "resolve_device",
     "synchronize",
     "synchronized_timer",
+    "thaw",
 ]

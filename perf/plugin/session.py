@@ -65,7 +65,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     launched_session.skip_single_process(items)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Every benchmark's teardown collects garbage: the modules imported by now need not be scanned each time.
+    harness.freeze_long_lived()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    harness.thaw()
     launched_session.finish()
 
 
