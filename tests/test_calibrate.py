@@ -104,6 +104,9 @@ def test_ab_replay_counts_false_alarms_per_gate_and_catches_plants(corpus):
     assert kernel.slower / kernel.verdicts > 0.9 and kernel.why["kernel"] > 0
     whole = replay.replay_ab(runs, plant=Plant(1.05), **options)
     assert whole.slower / whole.verdicts > 0.9
+    # Further pairs measure only the undecided that may still turn slower, both sides of each pair.
+    assert clean.again % 2 == 0 and clean.again <= 70 * 2 * 2 * len(BENCHMARKS)
+    assert replay.replay_ab(runs, **(options | {"max_pairs": 2})).again == 0
     loose = replay.replay_ab(runs, **(options | {"threshold": 0.001, "z": 0.5}))
     assert loose.failed > 0  # a looser rule is seen to fail clean gates
 
@@ -129,6 +132,7 @@ def test_the_command_prints_a_row_per_rule_and_scenario(corpus, capsys, tmp_path
     assert "14 runs of aaaaaaaaaaaa" in printed
     assert printed.count("A/B ") == 1 + len(calibrate.WHOLE_PLANTS) + len(calibrate.KERNEL_PLANTS)
     assert "| stored files | clean |" in out.read_text()
+    assert "again a gate" in printed
 
 
 def test_the_history_rule_holds_clean_runs_of_one_percent_noise_and_catches_a_large_step(tmp_path):

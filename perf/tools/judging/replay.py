@@ -51,6 +51,7 @@ class Tally:
     judged_by: Counter = field(default_factory=Counter)  # benchmark -> verdicts
     slower_by: Counter = field(default_factory=Counter)  # benchmark -> slower verdicts
     why: Counter = field(default_factory=Counter)  # what made them slower: 'gpu', 'wall', 'kernel'
+    again: int = 0  # benchmark runs measured again after the first runs (A/B: the further pairs)
 
     @classmethod
     def summed(cls, parts: Sequence[Tally]) -> Tally:
@@ -61,6 +62,7 @@ class Tally:
             total.failed += part.failed
             total.verdicts += part.verdicts
             total.slower += part.slower
+            total.again += part.again
             for mine, theirs in ((total.judged_by, part.judged_by), (total.slower_by, part.slower_by),
                                  (total.why, part.why)):  # fmt: skip
                 mine.update(theirs)
@@ -170,6 +172,7 @@ def replay_ab(
             for side, index in zip(order(pair), order_of_runs[2 * pair : 2 * pair + 2], strict=True):
                 run = runs[index] if side == BASE else heads[index]
                 sides[side].append(_restricted(run, unknown))
+            tally.again += 2 * len(unknown)
             paired = judge(sides[BASE], sides["head"])
             pair += 1
         counted = sorted(paired.judged) if names is None else [n for n in names if n in paired.judged]

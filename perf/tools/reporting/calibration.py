@@ -1,13 +1,13 @@
 """The calibration's tallies (perf/tools/judging/replay.py) as a table: per rule and scenario, the share of
-gate runs with a false slower (clean) or the share of planted benchmarks caught, for the terminal and, in
-Markdown, for docs/gate.md."""
+gate runs with a false slower (clean) or the share of planted benchmarks caught, and for the A/B the benchmark
+runs its further pairs measure a gate (their cost), for the terminal and, in Markdown, for docs/gate.md."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from perf.tables.format import grid
-from perf.tools.judging.replay import CLEAN, Tally
+from perf.tools.judging.replay import AB, CLEAN, Tally
 from perf.tools.reading.run_info import short_names
 
 TITLES = (
@@ -18,6 +18,7 @@ TITLES = (
     "verdicts",
     "slower",
     "<decided by",
+    "again a gate",
     "<most often slower",
 )
 
@@ -44,6 +45,7 @@ def _row(tally: Tally, names: dict[str, str]) -> list[str]:
         str(tally.verdicts),
         _share(tally.slower, tally.verdicts),
         decided,
+        f"{tally.again / tally.gates:.1f}" if tally.rule == AB and tally.gates else "",
         worst,
     ]
 
