@@ -77,10 +77,12 @@ def publish(
             continue
         found_steps = {n: series_steps(n, gpu, p, min_change) if steps else [] for n, p in series.items()}
         recent_steps = [s for found in found_steps.values() for s in found if s.after.started_at >= recent]
-        fresh_found = [
+        fresh_found = [  # of the series still run lately
             f
             for n, p in series.items()
-            if steps and (f := data.fresh_change(n, gpu, p, found_steps[n], min_change)) is not None
+            if steps
+            and (f := data.fresh_change(n, gpu, p, found_steps[n], min_change)) is not None
+            and f.after.started_at >= recent
         ]
         wanted = {
             (f.benchmark, side.run_id) for f in recent_steps + fresh_found for side in (f.before, f.after)
