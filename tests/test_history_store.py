@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, func, inspect, select, update
 
-from perf.history import records
+from perf.history import db_errors, records
 from perf.history.__main__ import main
 from perf.history.schema import machines, perf_meta, results, runs
 from perf.history.store import DEFAULT_URL, URL_VARIABLE, History, HistoryError, connect, resolve_url
@@ -413,8 +413,34 @@ def test_an_unreachable_server_is_one_line_quickly():
         connect(f"postgresql://someone:secret-word@127.0.0.1:{port}/results")
     message = one_line(err)
     assert time.monotonic() - start < 15
-    assert message.startswith("cannot connect to postgresql+psycopg://someone:***@127.0.0.1:")
+    assert (
+        message == f"cannot connect to postgresql://someone:***@127.0.0.1:{port}/results: Connection refused"
+    )
     assert "secret-word" not in message
+
+
+@pytest.mark.parametrize(
+    ("driver_says", "said"),
+    [
+        (
+            'connection failed: connection to server at "10.0.0.7", port 5433 failed: Connection refused\n'
+            "\tIs the server running on that host and accepting TCP/IP connections?",
+            "Connection refused",
+        ),
+        (
+            "failed to resolve host 'db.example': [Errno -2] Name or service not known",
+            "unknown host (Name or service not known)",
+        ),
+        (
+            'connection failed: connection to server on socket "/run/pg/.s.PGSQL.5432" failed: No such '
+            "file or directory",
+            'connection failed: connection to server on socket "/run/pg/.s.PGSQL.5432" failed: No such '
+            "file or directory",  # no URL shows the socket: kept
+        ),
+    ],
+)
+def test_a_connection_error_says_what_failed_not_again_where(driver_says, said):
+    assert db_errors.reason(OSError(driver_says)) == said
 
 
 def test_a_record_that_fails_midway_leaves_the_database_as_it_was(history_url, monkeypatch):

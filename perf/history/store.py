@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +34,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
 from perf.history import records
+from perf.history.db_errors import hide, reason
+from perf.history.db_errors import shown as shown_url
 from perf.history.schema import (
     SCHEMA_VERSION,
     TABLES,
@@ -157,14 +158,14 @@ def resolve_url(url: str | None) -> str:
         parsed = make_url(raw)
     except (ArgumentError, ValueError):
         raise HistoryError(
-            f"{_hide(raw)}: not a database URL; give sqlite:///PATH or postgresql://..."
+            f"{hide(raw)}: not a database URL; give sqlite:///PATH or postgresql://..."
         ) from None
     backend, _, driver = parsed.drivername.partition("+")
     if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     elif backend != "sqlite" or driver not in ("", "pysqlite"):
         raise HistoryError(
-            f"{_shown(parsed)}: unsupported database; give sqlite:///PATH or postgresql://USER@HOST/DB"
+            f"{shown_url(parsed)}: unsupported database; give sqlite:///PATH or postgresql://USER@HOST/DB"
         )
     return parsed.render_as_string(hide_password=False)
 
@@ -174,7 +175,7 @@ def connect(url: str | None = None, *, create: bool = True) -> History:
     Refused (HistoryError), with nothing written to it: a newer schema version, a database that is
     damaged or not this suite's, an unreachable server."""
     parsed = make_url(resolve_url(url))
-    shown = _shown(parsed)
+    shown = shown_url(parsed)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         path = Path(parsed.database)
         if os.path.islink(path) and not os.path.exists(path):
@@ -385,7 +386,7 @@ class History:
         try:
             yield
         except SQLAlchemyError as err:
-            raise HistoryError(f"{self.url}: {_reason(err)}") from None
+            raise HistoryError(f"{self.url}: {reason(err)}") from None
 
 
 def _filtered(query: Any, *, gpu: str | None = None, branch: str | None = None, include_dirty: bool) -> Any:
@@ -429,14 +430,14 @@ def _prepare(engine: Engine, shown: str, create: bool) -> None:
     try:
         conn = engine.connect()
     except DBAPIError as err:
-        raise HistoryError(f"cannot connect to {shown}: {_reason(err)}") from None
+        raise HistoryError(f"cannot connect to {shown}: {reason(err)}") from None
     with conn:
         try:
             with conn.begin():
                 empty = _schema_state(conn, shown)
         except DBAPIError as err:
             raise HistoryError(
-                f"{shown}: {_reason(err)}; cannot be read as a results database of this suite: give "
+                f"{shown}: {reason(err)}; cannot be read as a results database of this suite: give "
                 f"another (--db, {URL_VARIABLE})"
             ) from None
         if empty and not create:
@@ -456,7 +457,7 @@ def _prepare(engine: Engine, shown: str, create: bool) -> None:
                 # Ours now: readers beside a writer. WAL is kept in the file; set outside a transaction.
                 conn.connection.driver_connection.execute("PRAGMA journal_mode = WAL")
         except DBAPIError as err:
-            raise HistoryError(f"{shown}: cannot prepare it for recording ({_reason(err)})") from None
+            raise HistoryError(f"{shown}: cannot prepare it for recording ({reason(err)})") from None
 
 
 def _schema_state(conn: Connection, shown: str) -> bool:
@@ -481,18 +482,3 @@ def _schema_state(conn: Connection, shown: str) -> bool:
         what = f"tables {', '.join(missing)} missing" if missing else f"schema version {value!r}"
         raise HistoryError(f"{shown} is damaged ({what}); restore it from a copy or give another database")
     return False
-
-
-def _reason(err: Exception) -> str:
-    """The driver's message of a database error, on one line."""
-    orig = getattr(err, "orig", None)
-    return " ".join(str(orig if orig is not None else err).split())[:400]
-
-
-def _shown(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
-
-
-def _hide(raw: str) -> str:
-    """A URL that does not parse, its password (user:password@) hidden all the same."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", raw)
