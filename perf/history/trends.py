@@ -159,9 +159,9 @@ def _kernel_files(
 def _write_series(out: Path, gpu: str, series, names, keys, found_steps) -> dict[str, Any]:
     """Write data/<gpu>.js, every series of one GPU model and the charts that group them."""
     runs_table, position = data.runs_table(series)
-    encoded, charts = [], {}
+    encoded, charts, methods = [], {}, {}
     for i, name in enumerate(names):
-        entry = data.encode_series(name, series[name], position, found_steps[name])
+        entry = data.encode_series(name, series[name], position, found_steps[name], methods)
         entry["v"] = keys[name][1]
         encoded.append(entry)
         charts.setdefault(keys[name][0], []).append(i)
@@ -169,6 +169,7 @@ def _write_series(out: Path, gpu: str, series, names, keys, found_steps) -> dict
     payload = {
         "runs": runs_table,
         "series": encoded,
+        "methods": list(methods),  # the GPU-time methods the series' "m" number
         "charts": [[data.suite_of(key), key, members] for key, members in ordered],
     }
     file = f"data/{folder_name(gpu)}.js"
@@ -180,7 +181,7 @@ def _write_series(out: Path, gpu: str, series, names, keys, found_steps) -> dict
         "benchmarks": len(names),
         "charts": len(charts),
         "runs": len(runs_table["id"]),
-        "gpu_series": sum(1 for e in encoded if e["f"] == "gpu"),
+        "gpu_series": sum(1 for e in encoded if "g" in e),  # series with GPU time (by any method)
         "last": runs_table["t"][-1],
     }
 

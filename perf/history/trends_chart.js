@@ -90,15 +90,19 @@ function timeTicks(t0, t1, count) {
   return ticks.map(t => ({ t, text: label(t) }));
 }
 
-// The noise band of each point: median of the `window` values before it +- k robust standard deviations.
-function noiseBand(values, window, k) {
+// The noise band of each point: median of the `window` values before it +- k robust standard deviations;
+// where `methods` are given (GPU time), of the values before it measured by the point's own method.
+function noiseBand(values, window, k, methods) {
   const median = a => {
     const s = [...a].sort((x, y) => x - y),
       m = s.length >> 1;
     return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
   };
   return values.map((_, i) => {
-    const before = values.slice(Math.max(0, i - window), i).filter(v => v !== null);
+    const before = [];
+    for (let j = i - 1; j >= 0 && before.length < window; j--) {
+      if (values[j] !== null && (!methods || methods[j] === methods[i])) before.push(values[j]);
+    }
     if (before.length < 3) return null;
     const mid = median(before),
       sd = 1.4826 * median(before.map(v => Math.abs(v - mid)));
@@ -106,9 +110,25 @@ function noiseBand(values, window, k) {
   });
 }
 
+// The runs of a series' drawn points that one line joins: consecutive points of one method (all of
+// them where the series has no methods, as in wall time). Lists of point indices.
+function segments(y, methods) {
+  const out = [];
+  let last;
+  y.forEach((v, i) => {
+    if (v === null) return;
+    const m = methods ? methods[i] : null;
+    if (!out.length || m !== last) out.push([]);
+    out[out.length - 1].push(i);
+    last = m;
+  });
+  return out;
+}
+
 // Draw a chart into `box`. model: {series, wide, figure}; a series: {label, color, t: [s], y: [ms or null],
-// capped: Set, locked: [0/1], dashed, steps: [{index, ratio, certainty, marked}], band}. hover(si, i) gives
-// a point's tooltip text, click(si, i) is called on a click. Returns the svg.
+// methods: [GPU-time method] or null, capped: Set, locked: [0/1], dashed, steps: [{index, ratio,
+// certainty, marked}], band}. hover(si, i) gives a point's tooltip text, click(si, i) is called on a
+// click. Returns the svg.
 function drawChart(box, model, hover, click) {
   const W = model.wide ? Math.max(600, box.clientWidth || 900) : 360,
     H = model.wide ? 300 : 170;
@@ -186,34 +206,39 @@ function drawChart(box, model, hover, click) {
   const placed = [];
   let labelled = 0; // step labels stagger over four rows
   model.series.forEach((s, si) => {
+    const parts = segments(s.y, s.methods);
     if (model.wide && s.band) {
-      const upper = [],
-        lower = [];
-      s.band.forEach((b, i) => {
-        if (b && b[0] > 0 && s.y[i] !== null) {
+      parts.forEach(part => {
+        const upper = [],
+          lower = [];
+        part.forEach(i => {
+          const b = s.band[i];
+          if (!b || b[0] <= 0) return;
           upper.push(`${x(s.t[i])},${y(b[1])}`);
           lower.unshift(`${x(s.t[i])},${y(b[0])}`);
-        }
+        });
+        if (upper.length > 1)
+          svgEl("polygon", { points: upper.concat(lower).join(" "), fill: s.color, opacity: 0.12 }, svg);
       });
-      if (upper.length > 1)
-        svgEl("polygon", { points: upper.concat(lower).join(" "), fill: s.color, opacity: 0.12 }, svg);
     }
-    const line = [];
-    s.y.forEach((v, i) => {
-      if (v !== null) line.push(`${x(s.t[i]).toFixed(1)},${y(v).toFixed(1)}`);
+    parts.forEach(part => {
+      const line = part.map(i => `${x(s.t[i]).toFixed(1)},${y(s.y[i]).toFixed(1)}`);
+      svgEl(
+        "polyline",
+        {
+          class: "line",
+          "data-s": si,
+          "data-method": s.methods ? s.methods[part[0]] : "",
+          points: line.join(" "),
+          fill: "none",
+          stroke: s.color,
+          "stroke-width": 1.2,
+          "stroke-dasharray": s.dashed ? "4 3" : "none",
+          opacity: 0.8,
+        },
+        svg,
+      );
     });
-    svgEl(
-      "polyline",
-      {
-        points: line.join(" "),
-        fill: "none",
-        stroke: s.color,
-        "stroke-width": 1.2,
-        "stroke-dasharray": s.dashed ? "4 3" : "none",
-        opacity: 0.8,
-      },
-      svg,
-    );
     (s.steps || []).forEach(st => {
       const at = x(s.t[st.index]) - (st.index > 0 ? (x(s.t[st.index]) - x(s.t[st.index - 1])) / 2 : 0);
       const colour = st.ratio > 1 ? "#b00" : "#070";

@@ -1,8 +1,8 @@
 """The data of the trends page, in the compact form the page reads (perf/history/trends_page.js).
 
 Per GPU model one file of every series: the runs once (time, commit, clocks locked), each benchmark's
-figures as columns rounded to SERIES_DIGITS significant digits, its steps, and the chart it shares with
-the other variants of its shape (chart_keys). Per benchmark one file of its kernel tables, loaded when a
+figures as columns rounded to SERIES_DIGITS significant digits, the runs where its GPU-time method
+changed, its steps, and the chart it shares with the other variants of its shape (chart_keys). Per benchmark one file of its kernel tables, loaded when a
 point is clicked: the kernel names once, each run's microseconds, and its rows' names and launches only
 where they differ from the run before. And the landing: the steps of the last days and the series whose
 newest runs left their noise band, with the kernels that moved.
@@ -128,9 +128,14 @@ def _ranges(indices: list[int]) -> list[list[int]]:
 
 
 def encode_series(
-    name: str, points: Sequence[Point], position: Mapping[int, int], steps: Sequence[SeriesStep]
+    name: str,
+    points: Sequence[Point],
+    position: Mapping[int, int],
+    steps: Sequence[SeriesStep],
+    methods: dict[str, int],
 ) -> dict[str, Any]:
-    """One benchmark's series as the page reads it (the keys are trends_page.js's)."""
+    """One benchmark's series as the page reads it (the keys are trends_page.js's). `methods` numbers the
+    GPU-time methods of the GPU model's file; those new to it are added."""
     figure, _ = figure_of(points)
     data: dict[str, Any] = {
         "n": name,
@@ -140,6 +145,7 @@ def encode_series(
     }
     if any(p.gpu_s is not None for p in points):
         data["g"] = [None if p.gpu_s is None else rounded(p.gpu_s * 1e3, SERIES_DIGITS) for p in points]
+        data["m"] = method_changes(points, methods)
     if any(p.sm_mhz for p in points):
         data["s"] = [round(p.sm_mhz) if p.sm_mhz else None for p in points]
     capped = [i for i, p in enumerate(points) if (p.power_capped or 0) >= CAPPED_SHARE]
@@ -148,6 +154,21 @@ def encode_series(
     if steps:
         data["st"] = [[s.step.index, round(s.step.ratio, 4), round(s.step.certainty, 4)] for s in steps]
     return data
+
+
+def method_changes(points: Sequence[Point], methods: dict[str, int]) -> list[list[int]]:
+    """[point index, method number] where the GPU-time method differs from that of the GPU time before:
+    the page breaks the line there. Points without GPU time are passed over (the page leaves them out)."""
+    changes: list[list[int]] = []
+    last = None
+    for i, p in enumerate(points):
+        if p.gpu_s is None:
+            continue
+        method = methods.setdefault(p.gpu_method or "?", len(methods))
+        if method != last:
+            changes.append([i, method])
+            last = method
+    return changes
 
 
 class KernelTables:

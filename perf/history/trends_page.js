@@ -95,18 +95,16 @@ function card(gpu, chart, moved, marked) {
   const title = el("h3", "", shortName(chart.key));
   const legend = el("div", "legend");
   chart.series.forEach(s => {
-    if (chart.series.length === 1 && !s.label && !shown(s).dashed) return; // a lone series needs no legend
+    if (chart.series.length === 1 && !s.label) return; // a lone series needs no legend
     const item = el("span");
     const swatch = el("i");
     swatch.style.background = s.color;
     item.appendChild(swatch);
-    // Dashed in wall time: no GPU time, or GPU time by more than one method (which steps never compare).
-    const why = s.gpu && s.gpu.some(v => v !== null) ? "GPU time by mixed methods" : "no GPU time";
-    item.append(`${s.label || "this benchmark"}${shown(s).dashed ? ` (wall: ${why})` : ""}`);
+    item.append(s.label || "this benchmark");
     legend.appendChild(item);
   });
   const plot = el("div", "plotbox");
-  div.append(tools, title, legend, plot, detail);
+  div.append(tools, title, legend, chartNote(chart), plot, detail);
   if (single) {
     drawSingle(plot, gpu, chart, detail);
     return div;
@@ -126,8 +124,9 @@ function card(gpu, chart, moved, marked) {
         y: view.y,
         capped: s.capped,
         locked: s.locked,
+        methods: view.methods,
         dashed: view.dashed,
-        band: wide ? noiseBand(view.y, INDEX.window, INDEX.band_k) : null,
+        band: wide ? noiseBand(view.y, INDEX.window, INDEX.band_k, view.methods) : null,
         steps: steps.map(st => ({
           ...st,
           marked: Boolean(marked && marked.name === s.name && marked.index === st.index),
@@ -152,6 +151,36 @@ function card(gpu, chart, moved, marked) {
     plot.draw();
   } else observer.observe(plot);
   return div;
+}
+
+// What a chart says once about its figures in the GPU view: the GPU-time methods where a series changed
+// method (its line breaks there), and the series drawn in wall time for want of any GPU time.
+function chartNote(chart) {
+  const note = el("p", "chart-note");
+  const views = chart.series.map(s => [s, shown(s)]);
+  const methods = new Set(),
+    wall = [];
+  let changed = false;
+  views.forEach(([s, view]) => {
+    if (view.dashed) wall.push(s.label || "this benchmark");
+    if (!view.methods) return;
+    const own = new Set(view.methods.filter(m => m !== null));
+    own.forEach(m => methods.add(m));
+    changed = changed || own.size > 1;
+  });
+  const words = ["no", "one", "two", "three", "four", "five"];
+  const parts = [];
+  if (changed) {
+    const count = words[methods.size] || String(methods.size);
+    parts.push(`GPU time by ${count} methods (${[...methods].join(", ")}): the line breaks where it changed`);
+  }
+  if (wall.length) {
+    const which = chart.series.length > 1 ? ` for ${wall.join(", ")}` : "";
+    parts.push(`wall time, dashed${which}: no GPU time recorded`);
+  }
+  note.textContent = parts.join("; ");
+  note.hidden = !parts.length;
+  return note;
 }
 
 // A chart whose series have one point each: a line per series with a dot, not a full-size empty chart.
@@ -180,9 +209,10 @@ function tooltip(s, i) {
   const clock = s.mhz && s.mhz[i] ? `SM clock ${s.mhz[i]} MHz` : "SM clock not sampled";
   const state_ =
     (s.capped.has(i) ? ", held down by the power cap" : "") + (s.locked[i] ? ", clocks locked" : "");
-  const figure = view.figure === "gpu" ? "GPU" : "wall";
+  const method = view.methods && view.methods[i] ? ` (${view.methods[i]})` : "";
+  const figure = view.figure === "gpu" ? `GPU time${method}` : "wall time";
   return (
-    `${s.label ? s.label + ": " : ""}${value === null ? "-" : formatMs(value)} ${figure} time\n` +
+    `${s.label ? s.label + ": " : ""}${value === null ? "-" : formatMs(value)} ${figure}\n` +
     `commit ${s.commit[i] || "?"}, ${date(s.t[i], true)} UTC\n${clock}${state_}\n` +
     `run #${s.run[i]}: click for its kernel table`
   );
@@ -198,7 +228,7 @@ function showKernels(box, gpu, s, i) {
     () => {
       const rows = PERF.kernels[key].get(s.run[i]) || [];
       box.innerHTML = "";
-      const gpuMs = s.gpu && s.gpu[i] !== null ? `GPU ${formatMs(s.gpu[i])}, ` : "";
+      const gpuMs = s.gpu && s.gpu[i] !== null ? `GPU ${formatMs(s.gpu[i])} (${s.method[i]}), ` : "";
       const head = el(
         "p",
         "kernel-head",
@@ -245,7 +275,7 @@ function start() {
     .filter(g => !g.gpu_series)
     .forEach(g =>
       notice(
-        `No run on ${g.name} recorded GPU time by one method ` +
+        `No run on ${g.name} recorded GPU time ` +
           "(runs without the GPU profiler, or on a CPU): its charts show wall time.",
       ),
     );

@@ -120,11 +120,18 @@ function matches(...texts) {
 
 // ------------------------------------------------------------------ data
 function decodeSeries(payload) {
-  const runs = payload.runs;
+  const runs = payload.runs,
+    methods = payload.methods || [];
   const series = payload.series.map((s, k) => {
     const pos = [];
     s.r.forEach(([first, count]) => {
       for (let i = 0; i < count; i++) pos.push(first + i);
+    });
+    // Each point's GPU-time method (null without GPU time), from the [index, method] changes.
+    const method = s.g ? s.g.map(() => null) : null;
+    (s.m || []).forEach(([index, m], j) => {
+      const end = j + 1 < s.m.length ? s.m[j + 1][0] : s.g.length;
+      for (let i = index; i < end; i++) if (s.g[i] !== null) method[i] = methods[m];
     });
     return {
       k,
@@ -133,7 +140,8 @@ function decodeSeries(payload) {
       figure: s.f,
       pos,
       wall: s.w,
-      gpu: s.g || null,
+      gpu: s.g && s.g.some(v => v !== null) ? s.g : null,
+      method,
       mhz: s.s || null,
       t: pos.map(i => runs.t[i]),
       run: pos.map(i => runs.id[i]),
@@ -190,8 +198,14 @@ function date(t, time) {
     .replace("T", " ");
 }
 
-// The values a series shows: its GPU time where the figure is GPU time and it has one, else wall time.
+// The values a series shows: in the GPU view its GPU time, by whatever method each run measured it (the
+// chart breaks the line where that changes), and wall time only for a series without any GPU time.
 function shown(s) {
-  const gpu = state.fig === "gpu" && s.figure === "gpu";
-  return { figure: gpu ? "gpu" : "wall", y: gpu ? s.gpu : s.wall, dashed: state.fig === "gpu" && !gpu };
+  const gpu = state.fig === "gpu" && s.gpu !== null;
+  return {
+    figure: gpu ? "gpu" : "wall",
+    y: gpu ? s.gpu : s.wall,
+    methods: gpu ? s.method : null,
+    dashed: state.fig === "gpu" && !gpu,
+  };
 }
