@@ -63,31 +63,84 @@ function logTicks(lo, hi) {
   return ticks.length >= 2 ? ticks : linearTicks(lo, hi, 3);
 }
 
-// Ticks of a time axis (seconds since 1970, UTC): whole hours, days, weeks, months or years.
-function timeTicks(t0, t1, count) {
-  const steps = [3600, 6 * 3600, DAY, 2 * DAY, 7 * DAY, 14 * DAY, 30 * DAY, 91 * DAY, 365 * DAY];
-  const step = steps.find(s => (t1 - t0) / s <= count) || 365 * DAY;
+// The steps a time axis may tick at, finest first: hours, days, weeks (Mondays), months, years.
+const TIME_STEPS = [
+  ...[1, 2, 3, 6, 12].map(n => ["h", n]),
+  ...[1, 2, 7, 14].map(n => ["d", n]),
+  ...[1, 2, 3, 6, 12, 24, 60, 120].map(n => ["mo", n]),
+];
+const MONDAY = 4 * DAY; // 1970-01-05, a Monday: weeks tick on Mondays
+
+// The ticks of one step between t0 and t1 (seconds since 1970, UTC), each with its label: hours as
+// "06:00" (a day's midnight and the first tick with their date), days as "11-27", months "2026-11",
+// years "2026".
+function stepTicks(t0, t1, [unit, n]) {
   const ticks = [];
-  if (step >= 30 * DAY) {
-    const d = new Date(t0 * 1000),
-      months = Math.round(step / (30 * DAY));
-    let m = new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1));
-    for (
-      ;
-      m.getTime() / 1000 <= t1;
-      m = new Date(Date.UTC(m.getUTCFullYear(), m.getUTCMonth() + months, 1))
-    ) {
-      ticks.push(m.getTime() / 1000);
+  if (unit === "mo") {
+    const d = new Date(t0 * 1000);
+    let m = d.getUTCFullYear() * 12 + d.getUTCMonth();
+    if (Date.UTC(Math.floor(m / 12), m % 12, 1) < t0 * 1000) m += 1;
+    for (m = Math.ceil(m / n) * n; Date.UTC(Math.floor(m / 12), m % 12, 1) <= t1 * 1000; m += n) {
+      const t = Date.UTC(Math.floor(m / 12), m % 12, 1) / 1000,
+        iso = new Date(t * 1000).toISOString();
+      ticks.push({ t, text: n >= 12 ? iso.slice(0, 4) : iso.slice(0, 7) });
     }
-  } else {
-    for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) ticks.push(t);
+    return ticks;
   }
-  const label = t => {
+  const step = n * (unit === "h" ? 3600 : DAY),
+    origin = n >= 7 ? MONDAY : 0;
+  for (let t = Math.ceil((t0 - origin) / step) * step + origin; t <= t1; t += step) {
     const iso = new Date(t * 1000).toISOString();
-    if (step < DAY) return iso.slice(5, 13).replace("T", " ") + "h";
-    return step >= 30 * DAY ? iso.slice(0, 7) : iso.slice(5, 10);
+    let text = iso.slice(5, 10);
+    if (unit === "h" && t % DAY) text = ticks.length ? iso.slice(11, 16) : `${text} ${iso.slice(11, 16)}`;
+    ticks.push({ t, text });
+  }
+  return ticks;
+}
+
+// A label's width in the chart's units, measured in a hidden SVG text of the charts' style.
+let probe = null;
+function textWidth(text) {
+  if (!probe) {
+    const box = svgEl("svg", { class: "probe", width: 0, height: 0, "aria-hidden": "true" });
+    box.style.cssText = "position:absolute;visibility:hidden;width:0;height:0";
+    document.body.appendChild(box);
+    probe = svgEl("text", { class: "xtick" }, box);
+  }
+  probe.textContent = text;
+  return probe.getComputedTextLength() || 6 * text.length;
+}
+
+// The ticks of a time axis drawn from `left` to `right` (x maps a time there): the finest step whose
+// labels, each centred on its tick and kept inside [0, width], leave GAP between neighbours; each
+// tick's {t, text, at} (at: where its label starts). Where no step fits, the coarsest with its
+// overlapping labels left out.
+function timeTicks(t0, t1, x, left, right, width) {
+  const GAP = 10;
+  const place = ticks => {
+    let end = -Infinity,
+      fits = true;
+    const kept = [];
+    ticks.forEach(tick => {
+      const w = textWidth(tick.text),
+        at = Math.min(Math.max(x(tick.t) - w / 2, 1), width - 1 - w);
+      if (at < end + GAP) fits = false;
+      else {
+        kept.push({ ...tick, at });
+        end = at + w;
+      }
+    });
+    return { fits, kept };
   };
-  return ticks.map(t => ({ t, text: label(t) }));
+  const most = Math.max(2, Math.floor((right - left) / 40)); // at most a label per 40 units
+  let found = null;
+  for (const step of TIME_STEPS) {
+    const ticks = stepTicks(t0, t1, step);
+    if (ticks.length > most) continue;
+    found = place(ticks);
+    if (found.fits) return found.kept;
+  }
+  return found ? found.kept : [];
 }
 
 // The noise band of each point: median of the `window` values before it +- k robust standard deviations;
@@ -197,11 +250,9 @@ function drawChart(box, model, hover, click) {
   });
   svgEl("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }, svg);
   svgEl("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }, svg);
-  timeTicks(t0, t1, model.wide ? 9 : 4).forEach(tick => {
+  timeTicks(t0, t1, x, L, W - R, W).forEach(tick => {
     svgEl("line", { class: "axis", x1: x(tick.t), x2: x(tick.t), y1: H - B, y2: H - B + 4 }, svg);
-    const anchor = x(tick.t) > W - R - 25 ? "end" : x(tick.t) < L + 25 ? "start" : "middle";
-    svgEl("text", { class: "xtick", x: x(tick.t), y: H - 6, "text-anchor": anchor }, svg).textContent =
-      tick.text;
+    svgEl("text", { class: "xtick", x: tick.at, y: H - 6 }, svg).textContent = tick.text;
   });
   const placed = [];
   let labelled = 0; // step labels stagger over four rows
