@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,7 +17,7 @@ from perf.history import scale, trends
 from perf.history.__main__ import main as history_main
 from perf.history.store import Point, connect
 from perf.history.synthetic import trend_documents
-from perf.history.trends_data import KernelTables, chart_keys, fresh_change, natural_key
+from perf.history.trends_data import KernelTables, chart_keys, encode_series, fresh_change, natural_key
 from perf.storage import read_result
 
 
@@ -186,3 +187,13 @@ def test_the_newest_runs_off_their_band_are_a_fresh_change():
     assert one is not None and one.index == len(noise) + 1 and one.ratio == pytest.approx(0.9, rel=1e-3)
     # Off the band (3.6 noise) by less than min_change: not listed.
     assert fresh_change("b", "g", _points([*noise, 1.019, 1.019]), [], 0.02) is None
+
+
+def test_a_series_writes_its_gpu_methods_where_they_change():
+    points = _points([1.0, 1.01, 0.99, 1.0, 1.02])
+    points[2] = replace(points[2], gpu_s=None, gpu_method=None)  # a run without GPU time is passed over
+    points[3:] = [replace(p, gpu_method="steady") for p in points[3:]]
+    methods = {"isolated": 0}
+    entry = encode_series("b", points, {p.run_id: p.run_id for p in points}, [], methods)
+    assert entry["m"] == [[0, 1], [3, 2]] and methods == {"isolated": 0, "rounds": 1, "steady": 2}
+    assert entry["g"][2] is None and entry["f"] == "wall"  # steps still scan wall time: two methods

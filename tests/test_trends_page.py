@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from perf.history import trends
 from perf.history.store import connect
-from perf.history.synthetic import ONCE, TREND_GPUS, trend_documents
+from perf.history.synthetic import ONCE, STEPPED, TREND_GPUS, trend_documents
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")  # Debian's name first
 STEP_COMMIT = f"{30:04x}" + "c0ffee"  # the first 10 characters of the commit at trend_documents' step
@@ -193,7 +195,105 @@ def test_runs_without_gpu_time_give_a_page_that_says_so(tmp_path, page):
     p = page.open(site.as_uri())
     assert "recorded GPU time" in p.inner_text("#notice") and p.locator("svg.plot").count() >= 1
     assert p.locator("svg.plot").first.get_attribute("data-figure") == "gpu"  # shown dashed: wall time
-    assert "wall: no GPU time" in p.locator(".legend").first.inner_text()
+    card = p.locator(".card").first
+    assert "wall time, dashed" in card.locator(".chart-note").inner_text()
+    assert card.locator("polyline.line[stroke-dasharray='4 3']").count() >= 1
+
+
+def test_gpu_time_by_two_methods_is_drawn_with_a_break_where_the_method_changed(tmp_path, page):
+    # The runs from the 36th on measured GPU time by another method; the step at run 30 is then scanned
+    # on wall time (steps compare one method only), and the landing's link opens the wall view.
+    documents = trend_documents(40)
+    for document in documents[36:40] + documents[76:]:
+        for entry in document["benchmarks"]:
+            if "gpu_method" in entry["extra_info"]:
+                entry["extra_info"]["gpu_method"] = "steady"
+    p = page.open(_site(tmp_path, documents).as_uri())
+    row = p.locator("#changes tr.change")
+    assert row.count() == 1 and "wall time" in row.inner_text()
+    row.locator("a.open").click()
+    card = p.locator(f'.card.marked[data-chart="{STEPPED_CHART}"]')
+    assert "fig=wall" in p.evaluate("location.hash") and card.locator("line.step[stroke-width='2.5']").count()
+    # The GPU view: GPU time, each provider's line in two parts, said once in the chart's note.
+    p.check("input[name=figure][value=gpu]")
+    card = p.locator(f'.card[data-chart="{STEPPED_CHART}"]')
+    card.scroll_into_view_if_needed()
+    card.locator("svg.plot").wait_for()
+    assert card.locator("svg.plot").get_attribute("data-figure") == "gpu"
+    # A point's tooltip: its GPU time (not its wall time) and its method.
+    newest = documents[39]["benchmarks"][0]
+    assert newest["fullname"] == STEPPED
+    card.locator("circle.point[data-s='0']").last.hover()
+    tip = p.locator("#tip").inner_text()
+    gpu_ms, wall_ms = newest["extra_info"]["gpu_ms"], newest["stats"]["median"] * 1e3
+    assert f"{float(f'{gpu_ms:.5g}'):.4g} ms GPU time (steady)" in tip, (tip, gpu_ms)
+    assert f"{float(f'{wall_ms:.5g}'):.4g} ms" not in tip
+    lines = card.locator("polyline.line[data-s='0']")
+    assert [lines.nth(i).get_attribute("data-method") for i in range(lines.count())] == ["rounds", "steady"]
+    assert card.locator("polyline.line[stroke-dasharray='4 3']").count() == 0
+    note = card.locator(".chart-note").inner_text()
+    assert "GPU time by two methods (rounds, steady)" in note and "wall" not in note
+    assert "method" not in card.locator(".legend").inner_text()
+
+
+def _retimed(documents: list[dict], span: timedelta) -> list[dict]:
+    """The first GPU model's runs of `documents`, spread evenly over `span` up to a fixed day."""
+    first = [d for d in documents if d["machine_info"]["perf"]["gpu"]["name"] == TREND_GPUS[0]]
+    end = datetime(2026, 11, 27, 6, 30, tzinfo=UTC)
+    for k, document in enumerate(first):
+        when = (end - span * (len(first) - 1 - k) / (len(first) - 1)).isoformat()
+        document["datetime"] = document["commit_info"]["time"] = when
+    return first
+
+
+def _tick_labels(p, charts: str = "svg.plot") -> list[int]:
+    """The number of time-axis labels of each chart drawn (`charts` selects them), after checking that
+    there are at least three (a small chart has room for them), inside their chart, none overlapping."""
+    found = p.evaluate(
+        """charts => [...document.querySelectorAll(charts)].map(svg => ({
+            svg: svg.getBoundingClientRect().toJSON(),
+            ticks: [...svg.querySelectorAll('text.xtick')].map(t =>
+                ({text: t.textContent, ...t.getBoundingClientRect().toJSON()}))}))""",
+        charts,
+    )
+    assert found
+    for chart in found:
+        ticks = sorted(chart["ticks"], key=lambda t: t["left"])
+        assert len(ticks) >= 3, ticks
+        for a, b in pairwise(ticks):
+            assert a["right"] <= b["left"], (a, b)
+        assert chart["svg"]["left"] <= ticks[0]["left"] and ticks[-1]["right"] <= chart["svg"]["right"]
+    return [len(chart["ticks"]) for chart in found]
+
+
+# 18 hours; 22 hours, as the stored H200 baselines span (their labels overlapped); a year of nightly runs.
+@pytest.mark.parametrize(
+    "runs, span", [(4, timedelta(hours=18)), (4, timedelta(hours=22)), (300, timedelta(days=365))]
+)
+def test_the_time_axis_labels_never_overlap(tmp_path, page, runs, span):
+    site = _site(tmp_path, _retimed(trend_documents(runs, step_at=runs), span))
+    p = page.open(site.as_uri())
+    small = _tick_labels(p)
+    p.locator(".card button.link").first.click()  # enlarged: about three times as wide, more labels
+    assert _tick_labels(p, ".card.wide svg.plot")[0] >= 2 * max(small), small
+
+
+def test_the_page_of_the_stored_baselines_draws_gpu_time_without_errors(tmp_path, page):
+    from perf.history.__main__ import main as history_main
+
+    files = sorted(str(f) for f in Path(__file__).parent.parent.glob("baselines/*/[0-9]*.json"))
+    assert files
+    db = str(tmp_path / "h.sqlite")
+    assert history_main(["--db", db, "import", *files]) == 0
+    assert history_main(["--db", db, "trends", "--out", str(tmp_path / "site")]) == 0
+    p = page.open((tmp_path / "site" / "index.html").as_uri())
+    card = p.locator(".card:has(svg.plot)").first
+    assert card.locator("svg.plot").get_attribute("data-figure") == "gpu"
+    card.locator(".point").first.hover()
+    assert "GPU time (" in p.locator("#tip").inner_text()
+    lines = card.locator("polyline.line")
+    assert lines.count() and all(lines.nth(i).get_attribute("data-method") for i in range(lines.count()))
+    _tick_labels(p)
 
 
 def test_an_empty_database_gives_a_page_that_says_so(tmp_path, page):
