@@ -2,10 +2,11 @@
 
 Per GPU model one file of every series: the runs once (time, commit, clocks locked), each benchmark's
 figures as columns rounded to SERIES_DIGITS significant digits, the runs where its GPU-time method
-changed, its steps, and the chart it shares with the other variants of its shape (chart_keys). Per benchmark one file of its kernel tables, loaded when a
-point is clicked: the kernel names once, each run's microseconds, and its rows' names and launches only
-where they differ from the run before. And the landing: the steps of the last days and the series whose
-newest runs left their noise band, with the kernels that moved.
+changed, its steps, and the chart it shares with the other variants of its shape (chart_keys). Per
+benchmark one file of its kernel tables, loaded when a point is clicked: the kernel names once, each
+run's microseconds, and its rows' names and launches only where they differ from the run before. And the
+landing: the steps of the last days and the series whose newest runs left their noise band, with the
+kernels that moved.
 """
 
 from __future__ import annotations
