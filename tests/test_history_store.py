@@ -427,6 +427,11 @@ def test_an_unreachable_server_is_one_line_quickly():
             "\tIs the server running on that host and accepting TCP/IP connections?",
             "Connection refused",
         ),
+        (  # psycopg 3.1
+            'connection failed: Connection refused\n\tIs the server running on host "10.0.0.7" and '
+            "accepting\n\tTCP/IP connections on port 5433?",
+            "Connection refused",
+        ),
         (
             "failed to resolve host 'db.example': [Errno -2] Name or service not known",
             "unknown host (Name or service not known)",
@@ -434,7 +439,7 @@ def test_an_unreachable_server_is_one_line_quickly():
         (
             'connection failed: connection to server on socket "/run/pg/.s.PGSQL.5432" failed: No such '
             "file or directory",
-            'connection failed: connection to server on socket "/run/pg/.s.PGSQL.5432" failed: No such '
+            'connection to server on socket "/run/pg/.s.PGSQL.5432" failed: No such '
             "file or directory",  # no URL shows the socket: kept
         ),
     ],

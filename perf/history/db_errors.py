@@ -10,9 +10,10 @@ from sqlalchemy.engine import URL
 # What psycopg's connection error repeats of the URL shown beside it (the address and port of each
 # attempt), and the advice it appends: left out, so that the error fits a line. A socket's path is kept.
 _SAID_BY_THE_URL = (
-    (re.compile(r'(connection failed: )?connection to server at "[^"]*"(, port \d+)? failed: '), ""),
+    (re.compile(r"^connection failed: "), ""),
+    (re.compile(r'connection to server at "[^"]*"(, port \d+)? failed: '), ""),
     (re.compile(r"failed to resolve host '[^']*': (\[Errno -?\d+\] )?(.*)"), r"unknown host (\2)"),
-    (re.compile(r" ?Is the server running on that host and accepting [^?]*\?"), ""),
+    (re.compile(r" ?Is the server running [^?]*\?"), ""),
 )
 
 
