@@ -4,13 +4,16 @@ replayed on a same-code corpus (runs of one commit on one GPU model, baselines/<
     python -m perf.tools.calibrate                          # every GPU's corpus, every rule
     python -m perf.tools.calibrate baselines/nvidia-h200/same-code --rules ab --deals 200
     python -m perf.tools.calibrate store --name 2026-11-28-a runs/*.json   # a new set of the corpus
+    python -m perf.tools.calibrate live --plant plant.diff --clean 3 --planted 3 --save live/ -- --tier pr
 
 Rules (perf/tools/judging/replay.py): `ab` the A/B over ABBA deals of a sitting's runs, `stored` a stored
 baseline with its noise file and re-measured suspects, in the same sitting and in another, `files` the same
 without re-measurement (two stored files), `history` each 12 runs against the next. Each prints the share of
 gate runs with any false slower over every benchmark and kernel, per benchmark verdict, and the share of
-planted slowdowns caught. Exit codes: 0 replayed (or stored), 2 refused: no corpus, one that mixes commits,
-GPUs or methods, or too few runs for a rule asked for (it says what is missing and replays nothing).
+planted slowdowns caught. `live` runs the A/B itself on this machine, clean and with a patch planted
+(perf/tools/running/live_ab.py), and prints the same two figures. Exit codes: 0 replayed (or stored, or run
+live), 2 refused: no corpus, one that mixes commits, GPUs or methods, or too few runs for a rule asked for (it
+says what is missing and replays nothing), or a plant that does not apply (nothing run).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from perf import storage
 from perf.storage import BASELINES, compact_json, machine_folder, write_new, write_whole
 from perf.tools.judging import paired_rule, replay
 from perf.tools.judging.noise_spread import SD_RUNS, noise_document
@@ -32,6 +36,7 @@ from perf.tools.reading.errors import GateError, ToolParser, tool_main
 from perf.tools.reading.parts import NAME
 from perf.tools.reading.results import Results, load_results
 from perf.tools.reporting import calibration
+from perf.tools.running import live_ab
 
 RULES = ("ab", "stored", "files", "history")
 PROFILES = ("cross", "same", "none")
@@ -93,6 +98,43 @@ def store(argv: Sequence[str]) -> int:
     except OSError as err:
         raise GateError(f"cannot write {target} ({err.strerror or err})") from None
     print(f"stored {len(runs)} runs in {target}")
+    return 0
+
+
+def _live_parser() -> argparse.ArgumentParser:
+    parser = ToolParser(
+        prog="python -m perf.tools.calibrate live",
+        description="A/Bs of HEAD on this machine, clean and with a slowdown planted, alternating",
+        epilog="Arguments after -- go to the gate's pytest (docs/gate.md).",
+    )
+    parser.add_argument(
+        "--plant", type=Path, required=True, metavar="DIFF", help="the slowdown: a unified diff"
+    )
+    parser.add_argument("--clean", type=int, default=3, metavar="N", help="clean A/Bs, >= 0 (3)")
+    parser.add_argument("--planted", type=int, default=3, metavar="N", help="planted A/Bs, >= 0 (3)")
+    parser.add_argument("--save", type=Path, required=True, metavar="DIR", help="each gate's log and runs")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table in Markdown")
+    return parser
+
+
+def live(argv: Sequence[str]) -> int:
+    """The live A/Bs, then their figures."""
+    split = argv.index("--") if "--" in argv else len(argv)
+    options = _live_parser().parse_args(argv[:split])
+    for name in ("clean", "planted"):
+        if getattr(options, name) < 0:
+            raise GateError(f"--{name} {getattr(options, name)}: accepted is a whole number >= 0")
+    if options.clean + options.planted == 0:
+        raise GateError("--clean 0 --planted 0: nothing to run; ask for at least one A/B")
+    checked(options.save, "--save", storage.FOLDER)
+    checked(options.markdown, "--markdown")
+    done = live_ab.run_live(
+        options.plant, argv[split + 1 :], clean=options.clean, planted=options.planted, save=options.save
+    )
+    for line in calibration.live_summary(done):
+        print(line)
+    if options.markdown is not None:
+        write_whole(options.markdown, calibration.live_markdown(done, "Live A/Bs").encode())
     return 0
 
 
@@ -224,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["store"]:
         return tool_main("perf.tools.calibrate", lambda: store(argv[1:]))
+    if argv[:1] == ["live"]:
+        return tool_main("perf.tools.calibrate", lambda: live(argv[1:]))
     return tool_main("perf.tools.calibrate", lambda: calibrate(argv))
 
 

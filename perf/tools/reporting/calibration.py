@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 from perf.tables.format import grid
 from perf.tools.judging.replay import AB, CLEAN, Tally
+from perf.tools.reading.gate_logs import CLEAN as LIVE_CLEAN
+from perf.tools.reading.gate_logs import PLANTED, LiveAB
 from perf.tools.reading.run_info import short_names
 
 TITLES = (
@@ -64,3 +66,38 @@ def markdown(tallies: Sequence[Tally], heading: str) -> str:
     lines = [heading, "", "| " + " | ".join(titles) + " |", "|" + " --- |" * len(titles)]
     lines += ["| " + " | ".join(_row(t, names)) + " |" for t in tallies]
     return "\n".join(lines) + "\n"
+
+
+def live_summary(done: Sequence[LiveAB]) -> list[str]:
+    """The live A/Bs' figures: clean ones that failed (false alarms), planted ones caught, minutes."""
+    clean = [d for d in done if d.kind == LIVE_CLEAN]
+    planted = [d for d in done if d.kind == PLANTED]
+    lines = []
+    if clean:
+        failed = sum(d.failed for d in clean)
+        lines.append(f"clean A/Bs failed: {failed} of {len(clean)} (false alarms)")
+    if planted:
+        caught = sum(d.failed for d in planted)
+        named = sum(bool(d.kernels) for d in planted if d.failed)
+        lines.append(f"planted A/Bs caught: {caught} of {len(planted)}, a kernel named in {named}")
+    undecided = sum(d.exit_code not in (0, 1) for d in done)
+    if undecided:
+        lines.append(f"no verdict: {undecided} (see their logs)")
+    if done:
+        minutes = sorted(d.seconds / 60 for d in done)
+        lines.append(f"minutes an A/B: {minutes[0]:.1f} to {minutes[-1]:.1f}")
+    return lines
+
+
+def live_markdown(done: Sequence[LiveAB], heading: str) -> str:
+    """Each live A/B as a row, then the summary."""
+    lines = [
+        heading,
+        "",
+        "| A/B | kind | verdict | kernels named | minutes |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for d in done:
+        kernels = ", ".join(d.kernels) or "-"
+        lines.append(f"| {d.number} | {d.kind} | {d.verdict} | {kernels} | {d.seconds / 60:.1f} |")
+    return "\n".join([*lines, "", *live_summary(done)]) + "\n"

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 from perf.storage import ROOT, partial_name
 from perf.tools.reading.errors import GateError, Interrupted
@@ -67,9 +68,16 @@ def run_pytest_in(tree: Path, args: Sequence[str], json_path: Path) -> int:
     verdict (a pytest ended by SIGTERM exits -15, which would read as a failed run). The child dies with
     the tool: killed (its process group) where the tool leaves this function any other way, and sent
     SIGTERM by the system where the tool is killed outright."""
-    command = [sys.executable, "-m", "pytest", *args, f"--benchmark-json={json_path}"]
+    return run_child([sys.executable, "-m", "pytest", *args, f"--benchmark-json={json_path}"], tree)
+
+
+def run_child(command: Sequence[str], cwd: Path, output: IO | None = None) -> int:
+    """`command` run in `cwd`, its output on this terminal or into `output`, dying with the tool and passed
+    each interrupt once as run_pytest_in describes; returns its exit code."""
     # A Ctrl-C reaches it from here only (its own process group).
-    process = subprocess.Popen(command, cwd=tree, process_group=0, preexec_fn=_dies_with_parent)
+    process = subprocess.Popen(
+        command, cwd=cwd, process_group=0, preexec_fn=_dies_with_parent, stdout=output, stderr=output
+    )
     try:
         with forwarding_signals(process) as forwarded:
             code = process.wait()
