@@ -70,9 +70,14 @@ def test_a_tool_interrupted_after_its_run_ended_keeps_the_results_and_says_where
         ab.measure_base(_whole_then_interrupted, ["perf/"], tmp_path / "base.json")
     assert str(base.value).endswith(f"its results are kept in {tmp_path / 'base.json'}")
     assert json.loads((tmp_path / "base.json").read_text()) == good()
-    assert scratch.remove_abandoned() == [] and kept.is_file()  # kept for the user: never removed
-    kept.unlink()
-    kept.parent.rmdir()
+    with pytest.raises(Interrupted) as unsaved:  # base without --save: its scratch folder is kept instead
+        ab.measure_base(_whole_then_interrupted, ["perf/"], None)
+    assert str(unsaved.value).startswith("`pytest perf/` on base was interrupted after it ended")
+    kept_base = Path(str(unsaved.value).rsplit("kept in ", 1)[1])
+    assert scratch.remove_abandoned() == [] and kept.is_file() and kept_base.is_file()  # never removed
+    for path in (kept, kept_base):
+        path.unlink()
+        path.parent.rmdir()
 
 
 def test_a_verdict_printed_is_the_verdict_returned(tmp_path, capsys, monkeypatch):

@@ -28,6 +28,7 @@ from perf.tools.running.runs import (
     PYTEST_INTERRUPTED,
     PYTEST_OK,
     Runner,
+    ended_before_interrupt,
     file_stamp,
     is_selection,
     measure,
@@ -63,14 +64,8 @@ def measure_base(runner: Runner, args: Sequence[str], save: Path | None) -> tupl
         try:
             code = runner(list(args), json_path)
         except KeyboardInterrupt:
-            if file_stamp(json_path) in (None, before):
-                raise Interrupted(f"`{shown}` on base was interrupted") from None
-            if save is None:
-                scratch.kept(folder)
-                folder = None  # the results are in it
-            raise Interrupted(
-                f"`{shown}` on base was interrupted after it ended; its results are kept in {json_path}"
-            ) from None
+            folder, ended = ended_before_interrupt(json_path, before, f"`{shown}` on base", folder, save)
+            raise (ended or Interrupted(f"`{shown}` on base was interrupted")) from None
         if code == PYTEST_INTERRUPTED and not partial_name(json_path).is_file():
             return None, f"`{shown}` on base stopped at collection (exit code {code}): base cannot collect it"
         if code in PYTEST_OK:

@@ -135,11 +135,9 @@ def measure(runner: Runner, args: Sequence[str], role: str, save: Path | None = 
         try:
             code = runner(list(args), json_path)
         except KeyboardInterrupt:  # passed on to pytest (run_pytest_in), or a runner that lets it through
-            if file_stamp(json_path) not in (None, before):  # it had stored its results whole: they stand
-                folder = _kept(folder, save)
-                raise Interrupted(
-                    f"`{shown}` was interrupted after it ended; its results are kept in {json_path}"
-                ) from None
+            folder, ended = ended_before_interrupt(json_path, before, f"`{shown}`", folder, save)
+            if ended is not None:
+                raise ended from None
             code = PYTEST_INTERRUPTED
         if code not in PYTEST_OK:
             partial = partial_name(json_path)
@@ -163,6 +161,18 @@ def file_stamp(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
+
+
+def ended_before_interrupt(
+    json_path: Path, before: int | None, what: str, folder: Path | None, save: Path | None
+) -> tuple[Path | None, Interrupted | None]:
+    """After an interrupt: where the run had stored its results whole before it came, they stand: the scratch
+    `folder` kept for the user (None returned for it, so that the caller leaves it) and the Interrupted to
+    raise that says where they are; else (`folder`, None)."""
+    if file_stamp(json_path) in (None, before):
+        return folder, None
+    said = f"{what} was interrupted after it ended; its results are kept in {json_path}"
+    return _kept(folder, save), Interrupted(said)
 
 
 def _kept(folder: Path | None, save: Path | None) -> Path | None:
