@@ -325,8 +325,15 @@ class History:
                 found.setdefault(fields.pop("benchmark"), []).append(Point(**fields))
         return found
 
-    def stream(self, query: Any) -> Iterator[Any]:
-        """The rows of a Core `query`, fetched in batches (a whole page's kernel tables in one query)."""
+    def extra_infos(self, gpu: str, *, branch: str | None, since: datetime | None) -> Iterator[Any]:
+        """(benchmark, run id, extra_info) of one GPU model's clean runs, a benchmark's runs together in run
+        id order, fetched in batches: a whole page's kernel tables in one query."""
+        query = select(results.c.benchmark, results.c.run_id, results.c.extra_info)
+        query = query.select_from(results.join(runs, results.c.run_id == runs.c.id))
+        query = _filtered(query.where(results.c.gpu == gpu, MEASURED), branch=branch, include_dirty=False)
+        if since is not None:
+            query = query.where(runs.c.started_at >= since)
+        query = query.order_by(results.c.benchmark, results.c.run_id)
         with self._errors(), self._engine.connect() as conn:
             yield from conn.execution_options(yield_per=1000).execute(query)
 

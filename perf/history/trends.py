@@ -15,12 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from perf.history import trends_data as data
-from perf.history.schema import results, runs
 from perf.history.steps import series_steps
-from perf.history.store import MEASURED, History
+from perf.history.store import History
 from perf.storage import FOLDER, cannot_write, folder_name, write_whole
 
 PAGE = Path(__file__).with_name("trends_page.html")
@@ -33,19 +30,6 @@ SCRIPTS = (
 STYLE = "trends_page.css"
 LANDING_ROWS = 100  # steps kept for the landing, most important first; the rest are counted
 FRESH_ROWS = 50  # series whose newest runs left their band, kept likewise
-
-
-def kernel_query(gpu: str, branch: str | None, since: datetime | None) -> Any:
-    """Every kernel table of one GPU model's clean runs, a benchmark's runs together (in run id order)."""
-    query = (
-        select(results.c.benchmark, results.c.run_id, results.c.extra_info)
-        .select_from(results.join(runs, results.c.run_id == runs.c.id))
-        .where(results.c.gpu == gpu, MEASURED, runs.c.dirty.is_(False))
-        .order_by(results.c.benchmark, results.c.run_id)
-    )
-    if branch is not None:
-        query = query.where(runs.c.branch == branch)
-    return query if since is None else query.where(runs.c.started_at >= since)
 
 
 def publish(
@@ -141,7 +125,7 @@ def _kernel_files(
             call = f"PERF.kernelsLoaded({json.dumps(gpu)}, {position[current]}, "
             _write_js(folder / f"{position[current]}.js", call, tables.payload())
 
-    for name, run_id, info in history.stream(kernel_query(gpu, branch, since)):
+    for name, run_id, info in history.extra_infos(gpu, branch=branch, since=since):
         if name not in position:
             continue
         if name != current:

@@ -58,11 +58,15 @@ def kernel_times(results: Results, name: str) -> dict[str, float] | None:
     return results.kernel_tables.get(name)
 
 
+def _tables(name: str, runs: Sequence[Results]) -> list[dict[str, float]]:
+    """The kernel tables of `name` in the runs that measured it and recorded one, in run order."""
+    return [t for t in (kernel_times(r, name) for r in runs if name in r.timings) if t]
+
+
 def large_kernels(name: str, base_runs: Sequence[Results], head_runs: Sequence[Results]) -> list[str]:
     """The kernels of one benchmark judged on their own: in every run's table, with at least KERNEL_SHARE of
     the base's GPU time."""
-    base = [t for t in (kernel_times(r, name) for r in base_runs if name in r.timings) if t]
-    head = [t for t in (kernel_times(r, name) for r in head_runs if name in r.timings) if t]
+    base, head = _tables(name, base_runs), _tables(name, head_runs)
     if not base or not head:
         return []
     total = statistics.fmean(sum(t.values()) for t in base)
@@ -84,8 +88,7 @@ def grown_kernels(
     name: str, base_runs: Sequence[Results], head_runs: Sequence[Results], threshold: float, bounds: Bounds
 ) -> list[GrownKernel]:
     """The kernels of one benchmark judged grown at head, largest share growth first."""
-    base = [t for t in (kernel_times(r, name) for r in base_runs if name in r.timings) if t]
-    head = [t for t in (kernel_times(r, name) for r in head_runs if name in r.timings) if t]
+    base, head = _tables(name, base_runs), _tables(name, head_runs)
     grown = []
     for kernel in large_kernels(name, base_runs, head_runs):
         total = statistics.fmean(sum(t.values()) for t in base)
@@ -137,14 +140,12 @@ def with_kernels(
 
 def _shares_one_way(name: str, base_runs: Sequence[Results], head_runs: Sequence[Results]) -> bool:
     """Whether some large kernel of `name` holds a larger share at head in every pair so far."""
-    base = [t for t in (kernel_times(r, name) for r in base_runs if name in r.timings) if t]
-    head = [t for t in (kernel_times(r, name) for r in head_runs if name in r.timings) if t]
-
-    def share(table: dict[str, float], kernel: str) -> float:
-        return table[kernel] / sum(table.values())
-
+    base, head = _tables(name, base_runs), _tables(name, head_runs)
     return any(
-        all(share(h, kernel) > share(b, kernel) for b, h in zip(base, head, strict=False))
+        all(
+            h.median_s > b.median_s
+            for b, h in zip(_timings(base, kernel, True), _timings(head, kernel, True), strict=False)
+        )
         for kernel in large_kernels(name, base_runs, head_runs)
     )
 

@@ -220,7 +220,8 @@ def judge_figure(
     bound = math.log1p(threshold)
     beyond = z if z_slower is None else z_slower
     pairs = [math.log(r) for r in _pair_ratios(base, head)]
-    if effect > bound and effect > beyond * se and all(p > 0 for p in pairs):
+    one_way = all(p > 0 for p in pairs)  # head slower in every pair
+    if effect > bound and effect > beyond * se and one_way:
         verdict = SLOWER
     elif -effect > bound and -effect > beyond * se and all(p < 0 for p in pairs):
         verdict = FASTER
@@ -228,7 +229,6 @@ def judge_figure(
         verdict = SAME
     else:
         verdict = UNKNOWN
-    one_way = all(p > 0 for p in pairs)
     return FigureVerdict(figure, verdict, effect, se, math.exp(log_base), math.exp(log_head), one_way)
 
 

@@ -1,5 +1,5 @@
-"""What a gate's log says of its A/B: the verdict's first line, the benchmarks called slower and the kernels
-named (perf/tools/running/live_ab.py writes the logs, perf/tools/reporting/calibration.py tabulates them)."""
+"""What a gate's log says of its A/B: the verdict's first line and the kernels named (perf/tools/running/
+live_ab.py writes the logs, perf/tools/reporting/calibration.py tabulates them)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 CLEAN, PLANTED = "clean", "planted"
 VERDICT = re.compile(r"^(PASS|FAIL|NO VERDICT)\b.*$", re.MULTILINE)
-SLOWER = re.compile(r"^FAIL: (\d+) slower")
 KERNEL_NAMED = re.compile(r"^\s+kernel (\S+): [\d.]+x its time per call", re.MULTILINE)
 
 
@@ -21,7 +20,6 @@ class LiveAB:
     number: int  # 1, 2, ... in the order run
     exit_code: int
     verdict: str  # the gate's first verdict line, or why there was none
-    slower: int  # benchmarks the gate called slower
     kernels: tuple[str, ...]  # kernels the kernel rule named
     seconds: float
     log: Path
@@ -36,6 +34,5 @@ def read_gate_log(kind: str, number: int, code: int, seconds: float, log: Path) 
     text = log.read_text(errors="replace") if log.exists() else ""
     found = VERDICT.search(text)
     verdict = found.group(0) if found else f"no verdict (the gate exited {code}; see {log})"
-    slower = SLOWER.match(verdict)
     kernels = tuple(dict.fromkeys(KERNEL_NAMED.findall(text)))
-    return LiveAB(kind, number, code, verdict, int(slower.group(1)) if slower else 0, kernels, seconds, log)
+    return LiveAB(kind, number, code, verdict, kernels, seconds, log)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from perf.tables.format import grid
 from perf.tools.judging.replay import AB, CLEAN, Tally
-from perf.tools.reading.gate_logs import CLEAN as LIVE_CLEAN
-from perf.tools.reading.gate_logs import PLANTED, LiveAB
+from perf.tools.reading import gate_logs
+from perf.tools.reading.gate_logs import LiveAB
 from perf.tools.reading.run_info import short_names
 
 TITLES = (
@@ -70,8 +70,8 @@ def markdown(tallies: Sequence[Tally], heading: str) -> str:
 
 def live_summary(done: Sequence[LiveAB]) -> list[str]:
     """The live A/Bs' figures: clean ones that failed (false alarms), planted ones caught, minutes."""
-    clean = [d for d in done if d.kind == LIVE_CLEAN]
-    planted = [d for d in done if d.kind == PLANTED]
+    clean = [d for d in done if d.kind == gate_logs.CLEAN]
+    planted = [d for d in done if d.kind == gate_logs.PLANTED]
     lines = []
     if clean:
         failed = sum(d.failed for d in clean)

@@ -6,7 +6,6 @@ bisection."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -14,21 +13,17 @@ from perf.tools.reading.errors import GateError
 from perf.tools.reading.results import Results
 from perf.tools.reading.run_info import SHORT
 from perf.tools.running.runs import PYTEST_INTERRUPTED, Runner, measure
-from perf.tools.running.worktrees import checked_out
-
-
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+from perf.tools.running.worktrees import checked_out, git
 
 
 def candidates(good: str, bad: str, repo: Path) -> list[str]:
     """BAD's first-parent line after GOOD, oldest first (BAD last); a GateError where GOOD is not before."""
     if good == bad:
         raise GateError(f"GOOD and BAD are the same commit, {good[:SHORT]}; give an older GOOD")
-    if _git(repo, "merge-base", "--is-ancestor", good, bad).returncode != 0:
+    if git(repo, "merge-base", "--is-ancestor", good, bad).returncode != 0:
         raise GateError(f"GOOD {good[:SHORT]} is not an ancestor of BAD {bad[:SHORT]}; give an older GOOD")
-    found = _git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").stdout.split()
-    if not found or _git(repo, "rev-parse", f"{found[0]}^").stdout.strip() != good:
+    found = git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").stdout.split()
+    if not found or git(repo, "rev-parse", f"{found[0]}^").stdout.strip() != good:
         raise GateError(
             f"GOOD {good[:SHORT]} is not on BAD's first-parent line (a commit of a merged branch); "
             "give a commit of that line"

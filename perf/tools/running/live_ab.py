@@ -9,7 +9,6 @@ over the session falls on both. Each gate's output goes to its log, its runs to 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -34,10 +33,6 @@ def run_gate(args: Sequence[str], tree: Path, log: Path) -> int:
         return run_child([sys.executable, "-m", "perf.tools.gate", *args], tree, output)
 
 
-def _git(tree: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True, check=False)
-
-
 def check_patch(patch: Path, commit: str, repo: Path = ROOT) -> None:
     """Refuses, in one line and before anything runs, a patch that is missing or does not apply to
     `commit`."""
@@ -46,7 +41,7 @@ def check_patch(patch: Path, commit: str, repo: Path = ROOT) -> None:
             f"--plant {patch}: no such file; give a unified diff (git diff > plant.diff); nothing was run"
         )
     with worktrees.checked_out(commit, repo) as tree:
-        checked = _git(tree, "apply", "--check", str(patch.resolve()))
+        checked = worktrees.git(tree, "apply", "--check", str(patch.resolve()))
     if checked.returncode != 0:
         reason = (checked.stderr.strip().splitlines() or ["no reason given"])[0]
         raise GateError(f"--plant {patch}: does not apply to {commit[:12]} ({reason}); nothing was run")
@@ -55,7 +50,7 @@ def check_patch(patch: Path, commit: str, repo: Path = ROOT) -> None:
 def _prepare(tree: Path, kind: str, patch: Path) -> None:
     """The head of one kind: the plant applied, or a line added where nothing is measured."""
     if kind == PLANTED:
-        applied = _git(tree, "apply", str(patch.resolve()))
+        applied = worktrees.git(tree, "apply", str(patch.resolve()))
         if applied.returncode != 0:
             raise GateError(f"--plant {patch}: did not apply ({applied.stderr.strip()})")
     else:

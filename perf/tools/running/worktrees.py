@@ -30,7 +30,8 @@ FOLDER_PREFIX = "perf-worktree-"  # the temporary folder that holds a worktree
 OWNER_FILE = "owner.pid"  # beside the worktree: the process that made it, for remove_abandoned
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    """git -C `repo` ARGS, its output captured; a GateError where git is not installed."""
     try:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     except FileNotFoundError:
@@ -39,10 +40,10 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 def resolve_commit(ref: str, repo: Path = ROOT, option: str = "--base") -> str:
     """The full sha of `ref`; a GateError of one line naming `option` and the ref where it names none."""
-    found = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    found = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if found.returncode == 0 and found.stdout.strip():
         return found.stdout.strip()
-    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+    if git(repo, "rev-parse", "--git-dir").returncode != 0:
         raise GateError(f"{option} {ref}: {repo} is not a git checkout (git rev-parse)")
     raise GateError(f"{option} {ref}: not a commit in this repository (git rev-parse)")
 
@@ -51,7 +52,7 @@ def is_dirty(repo: Path = ROOT) -> bool:
     """Whether tracked files differ from HEAD or untracked files that git does not ignore exist: both are
     measured when the working tree is. Results under baselines/ (a `make baseline` not yet committed) are
     no code, and do not count."""
-    return bool(_git(repo, "status", "--porcelain", "--", ".", ":(exclude)baselines").stdout.strip())
+    return bool(git(repo, "status", "--porcelain", "--", ".", ":(exclude)baselines").stdout.strip())
 
 
 def working_tree_state(repo: Path = ROOT) -> str:
@@ -73,15 +74,15 @@ def _signals_held() -> Iterator[None]:
 
 def _remove(repo: Path, tree: Path, folder: Path) -> None:
     with _signals_held():
-        _git(repo, "worktree", "remove", "--force", str(tree))
+        git(repo, "worktree", "remove", "--force", str(tree))
         shutil.rmtree(folder, ignore_errors=True)
-        _git(repo, "worktree", "prune")  # forgets the tree where `remove` failed and the folder is gone
+        git(repo, "worktree", "prune")  # forgets the tree where `remove` failed and the folder is gone
 
 
 def remove_abandoned(repo: Path = ROOT) -> list[Path]:
     """Remove this repository's worktrees that a run killed outright (SIGKILL, a lost machine) left behind:
     those in a FOLDER_PREFIX folder whose OWNER_FILE names a process that no longer runs. Returns them."""
-    listed = _git(repo, "worktree", "list", "--porcelain").stdout.splitlines()
+    listed = git(repo, "worktree", "list", "--porcelain").stdout.splitlines()
     removed = []
     for line in listed:
         tree = Path(line.removeprefix("worktree ")) if line.startswith("worktree ") else None
@@ -108,7 +109,7 @@ def checked_out(commit: str, repo: Path = ROOT) -> Iterator[Path]:
     (folder / OWNER_FILE).write_text(str(os.getpid()))
     tree = folder / commit[:SHORT]
     try:
-        added = _git(repo, "worktree", "add", "--detach", str(tree), commit)
+        added = git(repo, "worktree", "add", "--detach", str(tree), commit)
         if added.returncode != 0:
             reason = (added.stderr.strip().splitlines() or ["no reason given"])[-1]
             raise GateError(f"{commit[:SHORT]}: cannot be checked out beside this tree ({reason})")
