@@ -107,6 +107,25 @@ def test_different_gpu_methods_fall_back_to_wall_and_say_so_once():
     assert same_method.judged[NAME].primary == "gpu" and same_method.fallback_line() is None
 
 
+def test_gpu_figures_of_two_methods_stay_aligned_when_runs_of_other_benchmarks_are_added():
+    # The steady method picks rounds or burst per run and records the other beside it: both sides are judged
+    # by the one they share, burst here, also once a pair that measured only another benchmark is added.
+    other = "perf/test_matmul.py::test_matmul[other]"
+
+    def run(gpu: float, method: str) -> Results:
+        found = results({NAME: 2e-3, other: 1e-3}, {NAME: gpu, other: 1e-3}, method)
+        alternates = {NAME: {"burst": Timing(gpu, gpu * 1e-4)}} if method == "rounds" else {}
+        return dataclasses.replace(found, gpu_alternates=alternates)
+
+    base = [run(1e-3, "rounds"), run(1e-3, "burst")]
+    head = [run(1.03e-3, "burst"), run(1.03e-3, "rounds")]
+    alone = results({other: 1e-3}, {other: 1e-3})
+    for extra in ([], [alone]):
+        paired = judge_all([*base, *extra], [*head, *extra])
+        assert paired.judged[NAME].primary == "gpu" and NAME not in paired.method_fallbacks
+        assert paired.judged[NAME].verdict == SLOWER
+
+
 def test_one_sided_benchmarks_are_new_or_missing_and_pair_ratios_follow_the_runs():
     base = [results({NAME: 1e-3, "a": 1e-3}), results({NAME: 1e-3, "a": 1e-3})]
     head = [results({NAME: 1.1e-3, "b": 1e-3}), results({NAME: 1.2e-3, "b": 1e-3})]

@@ -161,15 +161,16 @@ def shared_method(runs: Sequence[Results], name: str) -> str | None:
 
 
 def aligned(runs: Sequence[Results]) -> list[Results]:
-    """The runs with each benchmark's GPU figure taken by a method all of them share, where their own
-    methods differ (the steady method chooses rounds or burst per run; perf/harness/gpu_time.py). Where
-    they share none, their own figures stay and the tools judge wall time (they say so)."""
+    """The runs with each benchmark's GPU figure taken by a method all the runs that measured it share,
+    where their own methods differ (the steady method chooses rounds or burst per run; perf/harness/
+    gpu_time.py); a run without it (a re-measurement of others) changes nothing. Where they share none,
+    their own figures stay and the tools judge wall time (they say so)."""
     runs = list(runs)
-    common = set.intersection(*(set(run.gpu_timings) for run in runs)) if runs else set()
     chosen = {}
-    for name in common:
-        method = shared_method(runs, name)
-        if method is not None and any(run.gpu_methods.get(name, ISOLATED) != method for run in runs):
+    for name in {name for run in runs for name in run.gpu_timings}:
+        having = [run for run in runs if name in run.gpu_timings]
+        method = shared_method(having, name)
+        if method is not None and any(run.gpu_methods.get(name, ISOLATED) != method for run in having):
             chosen[name] = method
     return [align_to(run, chosen) for run in runs]
 
