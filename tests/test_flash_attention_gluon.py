@@ -53,6 +53,11 @@ def test_the_gluon_forward_is_left_out_where_it_was_not_written_for(monkeypatch)
     assert not launch._gluon_forward_applies(q[:, :, :4096], q, q)  # other key length
     assert not launch._gluon_forward_applies(*[torch.empty(2, 4, 4096, 64, dtype=BF16, device="cuda")] * 3)
     assert not launch._gluon_forward_applies(*[torch.empty(1, 1, 1024, 128, dtype=BF16, device="cuda")] * 3)
+    for head_dim in (80, 96):  # a main and a rest chunk
+        assert launch._gluon_forward_applies(
+            *[torch.empty(2, 4, 4096, head_dim, dtype=BF16, device="cuda")] * 3
+        )
+    assert not launch._gluon_forward_applies(*[torch.empty(2, 4, 4096, 72, dtype=BF16, device="cuda")] * 3)
     assert not launch._gluon_forward_applies(q.transpose(1, 2).contiguous().transpose(1, 2), q, q)
     monkeypatch.setenv(fat.CONFIG_ENV, "forward:BLOCK_M=64,BLOCK_N=64")
     assert not launch._gluon_forward_applies(q, q, q)
@@ -64,14 +69,39 @@ def test_the_gluon_forward_is_left_out_where_it_was_not_written_for(monkeypatch)
 @on_hopper_in_each_dtype_and_mask
 @pytest.mark.parametrize(
     ("batch_heads", "seq", "head_dim"),
-    [((2, 4), 4096, 128), ((4, 2), 3000, 128), ((1, 2), 8192, 64), ((1, 3), 8200, 64)],  # work >= 2^33
-    ids=["d128", "d128-ragged", "d64", "d64-ragged"],
+    [
+        ((2, 4), 4096, 128),
+        ((4, 2), 3000, 128),
+        ((1, 2), 8192, 64),
+        ((1, 3), 8200, 64),
+        ((2, 4), 4096, 80),
+        ((4, 3), 3000, 80),
+        ((2, 4), 4096, 96),
+        ((4, 3), 3000, 96),
+    ],  # work >= 2^33
+    ids=["d128", "d128-ragged", "d64", "d64-ragged", "d80", "d80-ragged", "d96", "d96-ragged"],
 )
 def test_the_gluon_forward_matches_fp64(gluon_calls, dtype, is_causal, batch_heads, seq, head_dim):
     torch.manual_seed(0)
     q, k, v = random_qkv(batch_heads, seq, seq, head_dim, dtype, device="cuda")
     check_against_fp64(fat.FlashAttentionTriton, q, k, v, is_causal)  # its L feeds the Triton backward
     assert gluon_calls and gluon_calls[0] == q.shape
+
+
+@pytest.mark.skipif(not gluon_forward.HAVE_GLUON, reason="needs Triton's Gluon")
+def test_a_head_dim_the_gluon_kernels_lack_is_refused_naming_those_they_take():
+    q = torch.empty(1, 1, 8, 72, dtype=BF16)
+    with pytest.raises(ValueError, match=r"^head_dim 64, 80, 96 or 128 expected, got 72$"):
+        gluon_forward.gluon_attention_forward(q, q, q, True)
+    with pytest.raises(ValueError, match=r"^head_dim 64 or 128 expected, got 80$"):
+        gluon_forward.check_inputs(*[torch.empty(1, 1, 8, 80, dtype=BF16)] * 4)
+
+
+@pytest.mark.parametrize(
+    ("head_dim", "split"), [(64, (64, 0)), (80, (64, 16)), (96, (64, 32)), (128, (128, 0))]
+)
+def test_each_head_dim_is_a_power_of_two_main_chunk_and_a_rest(head_dim, split):
+    assert gluon_forward.head_split(head_dim) == split
 
 
 @needs_hopper
@@ -117,6 +147,10 @@ def test_the_gluon_backward_is_left_out_where_it_was_not_written_for(monkeypatch
     assert not launch._gluon_backward_applies(q[:, :, :2048], q, q, q)  # other key length
     assert not launch._gluon_backward_applies(*[torch.empty(4, 32, 4096, 64, dtype=BF16, device="cuda")] * 4)
     assert not launch._gluon_backward_applies(*[torch.empty(1, 1, 1024, 128, dtype=BF16, device="cuda")] * 4)
+    for head_dim in (80, 96):  # a main and a rest chunk
+        assert launch._gluon_backward_applies(
+            *[torch.empty(4, 4, 4096, head_dim, dtype=BF16, device="cuda")] * 4
+        )
     assert not launch._gluon_backward_applies(strided, q, q, q)
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
@@ -133,8 +167,18 @@ def test_the_gluon_backward_is_left_out_where_it_was_not_written_for(monkeypatch
 @on_hopper_in_each_dtype_and_mask
 @pytest.mark.parametrize(
     ("batch_heads", "seq", "head_dim"),
-    [((2, 2), 2048, 128), ((2, 3), 1000, 128), ((1, 2), 130, 128), ((2, 2), 2048, 64), ((1, 3), 777, 64)],
-    ids=["d128", "d128-ragged", "d128-short", "d64", "d64-ragged"],
+    [
+        ((2, 2), 2048, 128),
+        ((2, 3), 1000, 128),
+        ((1, 2), 130, 128),
+        ((2, 2), 2048, 64),
+        ((1, 3), 777, 64),
+        ((2, 2), 2048, 80),
+        ((2, 3), 1000, 80),
+        ((2, 2), 2048, 96),
+        ((1, 3), 777, 96),
+    ],
+    ids=["d128", "d128-ragged", "d128-short", "d64", "d64-ragged", "d80", "d80-ragged", "d96", "d96-ragged"],
 )
 def test_the_gluon_backward_matches_fp64(gluon_backward_calls, dtype, is_causal, batch_heads, seq, head_dim):
     torch.manual_seed(0)

@@ -5,7 +5,7 @@ through tuning's AUTOTUNED. A launch made with a known configuration is kept und
 launches (direct), which also rebuild the TMA descriptors around them.
 
 The forward runs the Gluon kernel of gluon_forward where _gluon_forward_applies (Hopper, 16-bit, head
-dims 64 and 128, equal lengths, contiguous inputs), else the Triton kernel of forward_kernels. The
+dims 64, 80, 96 and 128, equal lengths, contiguous inputs), else the Triton kernel of forward_kernels. The
 backward likewise runs the one-pass Gluon kernel of gluon_backward where _gluon_backward_applies (also
 not under deterministic algorithms), else backward_kernels' Triton forms.
 
@@ -173,21 +173,28 @@ def _launch_descriptors(kernel: str, work: int, *tensors: torch.Tensor) -> list:
 # The Gluon forward (gluon_forward: a TMA producer warp and two consumer warpgroups whose softmax overlaps
 # the tensor cores) where it beat this package's Triton forward on an H100: Hopper, 16-bit, equal query and
 # key lengths, head dim 128, or 64 from 8192 keys on, and enough work to hide its launch (NOTES.md:
-# A Gluon forward). Read at every launch.
+# A Gluon forward); head dims 80 and 96 where it beat it on an H200 (NOTES.md: Gluon head dims 80 and 96).
+# Read at every launch.
 GLUON_FORWARD = True
 GLUON_MIN_WORK = 2**33
 GLUON_HEAD_DIM_64_MIN_SEQ = 8192
+GLUON_FORWARD_HEAD_DIMS = (64, 80, 96, 128)
 
 
 def _gluon_forward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether attention_forward runs the Gluon kernel for these (batch, heads, seq, d) inputs."""
-    return GLUON_FORWARD and _gluon_fits("forward", GLUON_MIN_WORK, GLUON_HEAD_DIM_64_MIN_SEQ, q, k, v)
+    return GLUON_FORWARD and _gluon_fits(
+        "forward", GLUON_MIN_WORK, GLUON_HEAD_DIM_64_MIN_SEQ, GLUON_FORWARD_HEAD_DIMS, q, k, v
+    )
 
 
-def _gluon_fits(kernel: str, min_work: int, head_dim_64_min_seq: int, q, k, v, *others) -> bool:
+def _gluon_fits(
+    kernel: str, min_work: int, head_dim_64_min_seq: int, head_dims: tuple[int, ...], q, k, v, *others
+) -> bool:
     """Whether a Gluon kernel was written for these inputs and GPU: not forced to a Triton configuration,
-    Hopper, 16-bit tensors of one dtype and shape (q, k, v contiguous; `others` may be copied), head dim
-    128 or 64 from `head_dim_64_min_seq` keys, and at least `min_work` of batch x heads x seq² x d."""
+    Hopper, 16-bit tensors of one dtype and shape (q, k, v contiguous; `others` may be copied), a head dim
+    of `head_dims` (64 only from `head_dim_64_min_seq` keys), and at least `min_work` of batch x heads x
+    seq² x d."""
     if interpreting() or kernel in forced_configs() or q.device.type != "cuda":
         return False
     batch, heads, seq, head_dim = q.shape
@@ -196,7 +203,7 @@ def _gluon_fits(kernel: str, min_work: int, head_dim_64_min_seq: int, q, k, v, *
         return False
     if any(t.shape != q.shape for t in tensors) or not all(t.is_contiguous() for t in (q, k, v)):
         return False
-    if head_dim != 128 and not (head_dim == 64 and seq >= head_dim_64_min_seq):
+    if head_dim not in head_dims or (head_dim == 64 and seq < head_dim_64_min_seq):
         return False
     if batch * heads * seq * seq * head_dim < min_work:
         return False
@@ -213,6 +220,7 @@ def _gluon_fits(kernel: str, min_work: int, head_dim_64_min_seq: int, q, k, v, *
 GLUON_BACKWARD = True
 GLUON_BACKWARD_MIN_WORK = 2**35
 GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ = 8192
+GLUON_BACKWARD_HEAD_DIMS = (64, 80, 96, 128)
 
 
 def _gluon_backward_applies(
@@ -222,8 +230,9 @@ def _gluon_backward_applies(
     if not GLUON_BACKWARD or torch.are_deterministic_algorithms_enabled():
         return False
     return _gluon_fits(
-        "backward", GLUON_BACKWARD_MIN_WORK, GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ, q, k, v, grad_out
-    )
+        "backward", GLUON_BACKWARD_MIN_WORK, GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ, GLUON_BACKWARD_HEAD_DIMS,
+        q, k, v, grad_out,
+    )  # fmt: skip
 
 
 def _settings() -> tuple:
