@@ -101,9 +101,9 @@ if HAVE_GLUON:
             row = row_kv + m_lo + i * BLOCK_M
             if HEAD_REST > 0:
                 load_split_into_ring(q_desc, q_rest_desc, q_smem, q_rest, q_ready, q_empty, row, i,
-                                      HEAD_MAIN, NUM_STAGES)  # fmt: skip
+                                     HEAD_MAIN, NUM_STAGES)  # fmt: skip
                 load_split_into_ring(do_desc, do_rest_desc, do_smem, do_rest, do_ready, do_empty, row, i,
-                                      HEAD_MAIN, NUM_STAGES)  # fmt: skip
+                                     HEAD_MAIN, NUM_STAGES)  # fmt: skip
             else:
                 load_into_ring(q_desc, q_smem, q_ready, q_empty, row, i, NUM_STAGES)
                 load_into_ring(do_desc, do_smem, do_ready, do_empty, row, i, NUM_STAGES)

@@ -71,8 +71,7 @@ if HAVE_GLUON:
             q_rest_desc, k_rest_desc, v_rest_desc, q_rest, k_rest, v_rest = rest
             mbarrier.expect(q_bar, 2 * (q_desc.block_type.nbytes + q_rest_desc.block_type.nbytes))
             for i in gl.static_range(2):
-                tma_load(q_rest_desc, [row_q + i * BLOCK_Q, HEAD_MAIN], q_bar,
-                                                q_rest.index(i))  # fmt: skip
+                tma_load(q_rest_desc, [row_q + i * BLOCK_Q, HEAD_MAIN], q_bar, q_rest.index(i))
         else:
             mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
         tma_load(q_desc, [row_q, 0], q_bar, q_smem.index(0))
@@ -81,9 +80,9 @@ if HAVE_GLUON:
             row = row_kv + j * BLOCK_N
             if HEAD_REST > 0:
                 load_split_into_ring(k_desc, k_rest_desc, k_smem, k_rest, k_ready, k_empty, row, j,
-                                      HEAD_MAIN, NUM_STAGES)  # fmt: skip
+                                     HEAD_MAIN, NUM_STAGES)  # fmt: skip
                 load_split_into_ring(v_desc, v_rest_desc, v_smem, v_rest, v_ready, v_empty, row, j,
-                                      HEAD_MAIN, NUM_STAGES)  # fmt: skip
+                                     HEAD_MAIN, NUM_STAGES)  # fmt: skip
             else:
                 load_into_ring(k_desc, k_smem, k_ready, k_empty, row, j, NUM_STAGES)
                 load_into_ring(v_desc, v_smem, v_ready, v_empty, row, j, NUM_STAGES)
