@@ -3,6 +3,7 @@ tuning._Kernel.kept): on the CPU against a fake compiled kernel, on a GPU agains
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -84,6 +85,28 @@ def test_a_descriptor_is_rebuilt_around_each_calls_tensor_with_the_prepared_tile
             [1, 1, 16, 16],
         )
         assert passed.padding == "zero"
+        # Every field of this release's descriptor, which its launcher may read (3.7 on: round_f32_to_tf32).
+        assert passed._fields == tuple(field.name for field in dataclasses.fields(descriptor))
+
+
+@pytest.mark.skipif(direct.GluonTensorDescriptor is None, reason="needs Triton's Gluon")
+def test_a_gluon_descriptor_is_rebuilt_the_same_way_with_its_layout(monkeypatch):
+    from kernels.flash_attention_triton import gluon_forward
+
+    first = torch.zeros(2 * 128, 64, dtype=torch.bfloat16)
+    layout = gluon_forward.shared_layout([64, 64], torch.bfloat16)
+    descriptor = direct.GluonTensorDescriptor(first, [256, 64], [64, 1], [64, 64], layout)
+    made, compiled = _prepared(monkeypatch, {"q_desc": descriptor, "HEAD": 64}, ("q_desc",))
+    q = torch.zeros(2 * 128, 64, dtype=torch.bfloat16)
+    made(q)
+    passed = compiled.launches[-1][-2]
+    assert passed.base is q and passed.layout is layout
+    assert (passed.shape, passed.strides, passed.block_shape, passed.padding) == (
+        [256, 64],
+        [64, 1],
+        [64, 64],
+        "zero",
+    )
 
 
 def test_launch_hooks_are_passed_on_as_triton_passes_them(monkeypatch):

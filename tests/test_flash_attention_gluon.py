@@ -34,9 +34,9 @@ def gluon_calls(monkeypatch) -> list[tuple]:
     calls = []
     run = gluon_forward.gluon_attention_forward
 
-    def counted(q, k, v, is_causal):
+    def counted(q, k, v, is_causal, **options):
         calls.append(tuple(q.shape))
-        return run(q, k, v, is_causal)
+        return run(q, k, v, is_causal, **options)
 
     monkeypatch.setattr(gluon_forward, "gluon_attention_forward", counted)
     return calls
@@ -198,3 +198,58 @@ def test_deterministic_algorithms_take_the_triton_backward(gluon_backward_calls)
     finally:
         torch.use_deterministic_algorithms(False)
     assert gluon_backward_calls == []
+
+
+def _roles(names: tuple[str, ...], **tensors) -> tuple:
+    """The tensor each per-call argument takes, by its name's first part (q_desc, q_rest_desc: q)."""
+    return tuple(tensors[name.split("_")[0]] for name in names)
+
+
+def test_kept_gluon_launches_get_each_calls_tensors_in_the_kernels_order(monkeypatch):
+    # On the CPU: the launcher's wiring, with the kernels' launches replaced by what keeps a fake launch.
+    monkeypatch.setattr(launch, "GLUON_KEPT", True)
+    given = []
+
+    def keeping(q, k, v, is_causal, keep):
+        kept, signature = keep
+        kept[signature] = lambda *tensors: given.append(tensors)
+        return torch.empty_like(q), torch.empty(q.shape[:3])
+
+    monkeypatch.setattr(gluon_forward, "gluon_attention_forward", keeping)
+    q, k, v = (torch.randn(1, 2, 8, 80) for _ in range(3))
+    launch._gluon_forward(q, k, v, True)  # kept
+    out, lse = launch._gluon_forward(q, k, v, True)  # through the kept launch
+    assert len(given) == 1 and all(a is b for a, b in zip(given[0], _roles(
+        gluon_forward.PER_CALL, q=q, k=k, v=v, o=out, out=out, lse=lse), strict=True))  # fmt: skip
+
+    def keeping_backward(q, k, v, do, lse, delta, dq_acc, dk, dv, is_causal, keep):
+        kept, signature = keep
+        kept[signature] = lambda *tensors: given.append(tensors)
+
+    monkeypatch.setattr(gluon_backward, "gluon_attention_backward_into", keeping_backward)
+    monkeypatch.setattr(launch, "_row_dot", lambda *args: None)
+    monkeypatch.setattr(launch.tuning, "convert_dq", lambda dq_acc, scale, dq: dq.copy_(dq_acc))
+    grad_out = torch.randn(1, 2, 8, 80)
+    launch._gluon_backward(q, k, v, out, lse, grad_out, True)
+    _dq, dk, dv = launch._gluon_backward(q, k, v, out, lse, grad_out, True)
+    tensors = given[-1]
+    assert len(given) == 2 and len(tensors) == len(gluon_backward.PER_CALL)
+    by_name = dict(zip(gluon_backward.PER_CALL, tensors, strict=True))
+    assert by_name["q_desc"] is q and by_name["do_desc"] is grad_out and by_name["dk_ptr"] is dk
+    assert by_name["dv_ptr"] is dv and by_name["lse_ptr"] is lse and by_name["k_rest_desc"] is k
+    assert by_name["dq_desc"] is by_name["dq_rest_desc"] and by_name["dq_desc"].dtype == torch.float32
+
+
+@on_hopper_in_each_dtype_and_mask
+@pytest.mark.parametrize("head_dim", [64, 80, 128])
+def test_kept_gluon_launches_give_the_first_calls_results(monkeypatch, dtype, is_causal, head_dim):
+    monkeypatch.setattr(launch, "GLUON_KEPT", True)
+    monkeypatch.setattr(launch, "GLUON_BACKWARD_MIN_WORK", 0)
+    monkeypatch.setattr(launch, "GLUON_HEAD_DIM_64_MIN_SEQ", 0)
+    monkeypatch.setattr(launch, "GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ", 0)
+    monkeypatch.setattr(launch, "GLUON_MIN_WORK", 0)
+    torch.manual_seed(0)
+    q, k, v = random_qkv((2, 3), 1000, 1000, head_dim, dtype, device="cuda")
+    for _ in range(2):  # kept by the first call, launched directly by the second
+        check_against_fp64(fat.FlashAttentionTriton, q, k, v, is_causal)
+    assert launch._gluon_forwards and launch._gluon_backwards

@@ -6,7 +6,9 @@ heuristics add their own dict of the arguments. For a given call signature (shap
 device, alignment, settings: see launch) all of that comes out the same every time, so DirectLaunch
 keeps what the first launch resolved: the compiled kernel, the grid and every argument but the
 tensors, which each call hands over. A TMA descriptor's shape, strides and tile are kept too, and it
-is rebuilt around each call's tensor (the launcher encodes it at every launch, as Triton's own does).
+is rebuilt around each call's tensor (the launcher encodes it at every launch, as Triton's own does);
+Gluon's descriptors likewise (their shared-memory layout is the compiled kernel's: the launcher reads
+base, shape, strides and padding of either kind).
 
 `prepare` returns None where this Triton's compiled kernels do not offer the launcher (the CPU
 interpreter, for one): calls then keep going through the jit function.
@@ -14,7 +16,9 @@ interpreter, for one): calls then keep going through the jit function.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import collections
+import dataclasses
+import functools
 
 import triton
 
@@ -28,16 +32,18 @@ try:
 except ImportError:  # pragma: no cover - older Triton loads through pointers only
     TensorDescriptor = None
 
+try:  # Gluon's descriptors (with a shared-memory layout), which the launcher reads the same way
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
+except ImportError:  # pragma: no cover - a Triton without Gluon
+    GluonTensorDescriptor = None
 
-class _Descriptor(NamedTuple):
-    """A host TMA descriptor as the launcher reads it (base, shape, strides, padding), around one
-    call's tensor."""
+_DESCRIPTOR_TYPES = tuple(t for t in (TensorDescriptor, GluonTensorDescriptor) if t is not None)
 
-    base: object
-    shape: list
-    strides: list
-    padding: str
-    block_shape: list
+
+@functools.cache
+def _template_type(fields: tuple[str, ...]) -> type:
+    """A named tuple of a descriptor class's fields, which the launcher reads as it reads the class."""
+    return collections.namedtuple("DescriptorTemplate", fields)
 
 
 class DirectLaunch:
@@ -93,16 +99,16 @@ class DirectLaunch:
 
 
 def _is_descriptor(value) -> bool:
-    return TensorDescriptor is not None and isinstance(value, TensorDescriptor)
+    return isinstance(value, _DESCRIPTOR_TYPES)
 
 
-def _template(value) -> _Descriptor | None:
-    """A descriptor's fixed parts, or None for a plain argument (a tensor)."""
-    if _is_descriptor(value):
-        return _Descriptor(
-            None, list(value.shape), list(value.strides), value.padding, list(value.block_shape)
-        )
-    return None
+def _template(value) -> tuple | None:
+    """A descriptor's fixed parts, every field its release has (a later one reads more of them, such as
+    round_f32_to_tf32), with no base; None for a plain argument (a tensor)."""
+    if not _is_descriptor(value):
+        return None
+    fields = tuple(field.name for field in dataclasses.fields(value))
+    return _template_type(fields)(**{name: getattr(value, name) for name in fields})._replace(base=None)
 
 
 def prepare(compiled, grid, bound: dict, per_call: tuple[str, ...], device: int) -> DirectLaunch | None:

@@ -37,6 +37,7 @@ import math
 import torch
 import triton
 
+from kernels.flash_attention_triton import direct
 from kernels.flash_attention_triton.gluon_forward import (
     FORWARD_HEAD_DIMS,
     HAVE_GLUON,
@@ -350,24 +351,40 @@ def _descriptors(q, grad_out, k, v, dq_acc, width: int) -> tuple:
     )
 
 
+# The kernel's arguments that each call hands over (direct.DirectLaunch), in this order: the tensors, and
+# the descriptors rebuilt around them (q, dO, k, v, dq_acc again for the rest chunk; None without one).
+PER_CALL = (
+    "q_desc", "do_desc", "k_desc", "v_desc", "dq_desc", "dk_ptr", "dv_ptr", "lse_ptr", "delta_ptr",
+    "q_rest_desc", "do_rest_desc", "k_rest_desc", "v_rest_desc", "dq_rest_desc",
+)  # fmt: skip
+
+
 def gluon_attention_backward_into(
-    q, k, v, grad_out, lse, delta, dq_acc, dk, dv, is_causal, *, num_stages=None
+    q, k, v, grad_out, lse, delta, dq_acc, dk, dv, is_causal, *, num_stages=None, keep=None
 ) -> None:
     """Launch the kernel: adds the unscaled dQ into dq_acc (fp32, zeroed by the caller) and writes dk, dv.
     All tensors contiguous (batch, heads, seq, d), L and D (batch, heads, seq) fp32. launch._gluon_backward
-    computes D, zeroes dq_acc and converts it."""
+    computes D, zeroes dq_acc and converts it. keep: (kept launches, the call's signature), as
+    gluon_forward.gluon_attention_forward's."""
     check_inputs(q, k, v, grad_out, head_dims=BACKWARD_HEAD_DIMS)
     batch, heads, seq, head_dim = q.shape
     main, rest = head_split(head_dim)
     q_desc, do_desc, k_desc, v_desc, dq_desc = _descriptors(q, grad_out, k, v, dq_acc, main)
     # Without a rest chunk: None, which Triton specializes to constexprs, nothing encoded or passed.
     rest_descs = _descriptors(q, grad_out, k, v, dq_acc, rest) if rest else (None,) * 5
+    q_rest, do_rest, k_rest, v_rest, dq_rest = rest_descs
     sm_scale = 1.0 / math.sqrt(head_dim)
+    named = dict(
+        q_desc=q_desc, do_desc=do_desc, k_desc=k_desc, v_desc=v_desc, dq_desc=dq_desc, dk_ptr=dk, dv_ptr=dv,
+        lse_ptr=lse, delta_ptr=delta, seq=seq, qk_scale=sm_scale * LOG2E, sm_scale=sm_scale,
+        q_rest_desc=q_rest, do_rest_desc=do_rest, k_rest_desc=k_rest, v_rest_desc=v_rest,
+        dq_rest_desc=dq_rest, HEAD_MAIN=main, HEAD_REST=rest, IS_CAUSAL=bool(is_causal), BLOCK_M=BLOCK_M,
+        BLOCK_K=BLOCK_K, NUM_STAGES=num_stages or _stages(head_dim, is_causal), num_warps=4,
+        maxnreg=MAXNREG,
+    )  # fmt: skip
     grid = (triton.cdiv(seq, BLOCK_N), batch * heads)
     with torch.cuda.device(q.device):
-        _attention_backward_kernel[grid](
-            q_desc, do_desc, k_desc, v_desc, dq_desc, dk, dv, lse, delta, seq, sm_scale * LOG2E, sm_scale,
-            *rest_descs, HEAD_MAIN=main, HEAD_REST=rest, IS_CAUSAL=bool(is_causal), BLOCK_M=BLOCK_M,
-            BLOCK_K=BLOCK_K, NUM_STAGES=num_stages or _stages(head_dim, is_causal), num_warps=4,
-            maxnreg=MAXNREG,
-        )  # fmt: skip
+        made = direct.launch_jit(_attention_backward_kernel, grid, named, PER_CALL, q.device.index)
+    if keep is not None and made is not None:
+        kept, signature = keep
+        kept[signature] = made

@@ -31,6 +31,8 @@ import math
 import torch
 import triton
 
+from kernels.flash_attention_triton import direct
+
 try:  # Gluon of triton 3.6 (the GPU machine); other releases may lack or rename some of these.
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -379,6 +381,14 @@ def _stages(head_dim: int, is_causal: bool) -> int:
     return 4 if head_dim == 96 or (head_dim == 80 and is_causal) else 3
 
 
+# The kernel's arguments that each call hands over (direct.DirectLaunch), in this order: the tensors, and
+# the descriptors rebuilt around them (q, k, v, out again for the rest chunk; None there where it has none).
+PER_CALL = (
+    "q_desc", "k_desc", "v_desc", "o_desc", "out_ptr", "lse_ptr",
+    "q_rest_desc", "k_rest_desc", "v_rest_desc", "o_rest_desc",
+)  # fmt: skip
+
+
 def gluon_attention_forward(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -386,10 +396,13 @@ def gluon_attention_forward(
     is_causal: bool,
     *,
     num_stages: int | None = None,
+    keep: tuple[direct.Kept, tuple] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (batch, heads, seq, d) in q's dtype and L = logsumexp (batch, heads, seq) in fp32.
 
-    For experiments: num_stages, the depth of the K/V ring (default: _stages)."""
+    keep: (kept launches, the call's signature): the launch is kept there, for later calls of that
+    signature to make through direct (launch.attention_forward). For experiments: num_stages, the
+    depth of the K/V ring (default: _stages)."""
     check_inputs(q, k, v, head_dims=FORWARD_HEAD_DIMS)
     batch, heads, seq, head_dim = q.shape
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
@@ -398,14 +411,18 @@ def gluon_attention_forward(
     main, rest = head_split(head_dim)
     q_desc, k_desc, v_desc, o_desc = _descriptors(q, k, v, out, main)
     # Without a rest chunk: None, which Triton specializes to constexprs, nothing encoded or passed.
-    rest_descs = _descriptors(q, k, v, out, rest) if rest else (None,) * 4
-    num_m = triton.cdiv(seq, BLOCK_M)
-    grid = (num_m, batch * heads)
-    qk_scale = LOG2E / math.sqrt(head_dim)
+    q_rest, k_rest, v_rest, o_rest = _descriptors(q, k, v, out, rest) if rest else (None,) * 4
+    named = dict(
+        q_desc=q_desc, k_desc=k_desc, v_desc=v_desc, o_desc=o_desc, out_ptr=out, lse_ptr=lse, seq=seq,
+        qk_scale=LOG2E / math.sqrt(head_dim),
+        q_rest_desc=q_rest, k_rest_desc=k_rest, v_rest_desc=v_rest, o_rest_desc=o_rest,
+        HEAD_MAIN=main, HEAD_REST=rest, IS_CAUSAL=bool(is_causal), BLOCK_Q=BLOCK_Q, BLOCK_N=BLOCK_N,
+        NUM_STAGES=num_stages or _stages(head_dim, is_causal), num_warps=4, maxnreg=MAXNREG,
+    )  # fmt: skip
+    grid = (triton.cdiv(seq, BLOCK_M), batch * heads)
     with torch.cuda.device(q.device):
-        _attention_forward_kernel[grid](
-            q_desc, k_desc, v_desc, o_desc, out, lse, seq, qk_scale, *rest_descs,
-            HEAD_MAIN=main, HEAD_REST=rest, IS_CAUSAL=bool(is_causal), BLOCK_Q=BLOCK_Q, BLOCK_N=BLOCK_N,
-            NUM_STAGES=num_stages or _stages(head_dim, is_causal), num_warps=4, maxnreg=MAXNREG,
-        )  # fmt: skip
+        made = direct.launch_jit(_attention_forward_kernel, grid, named, PER_CALL, q.device.index)
+    if keep is not None and made is not None:
+        kept, signature = keep
+        kept[signature] = made
     return out, lse

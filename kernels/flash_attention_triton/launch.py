@@ -179,6 +179,11 @@ GLUON_FORWARD = True
 GLUON_MIN_WORK = 2**33
 GLUON_HEAD_DIM_64_MIN_SEQ = 8192
 GLUON_FORWARD_HEAD_DIMS = (64, 80, 96, 128)
+# Whether the Gluon kernels' launches are kept per call signature and made through direct from the second
+# call on, as the Triton kernels' are. Off until measured on a GPU (NOTES.md: Gluon head dims 80 and 96).
+GLUON_KEPT = False
+_gluon_forwards = direct.Kept()  # call signature -> the Gluon forward's launch
+_gluon_backwards = direct.Kept()  # call signature -> the Gluon backward's launch
 
 
 def _gluon_forward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -270,7 +275,7 @@ def attention_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (batch, heads, seq_q, d) in q's dtype and L (batch, heads, seq_q) in fp32, from 4-d inputs."""
     if _gluon_forward_applies(q, k, v):
-        return gluon_forward.gluon_attention_forward(q, k, v, is_causal)
+        return _gluon_forward(q, k, v, is_causal)
     batch, heads, seq_q, head_dim = q.shape
     seq_k = k.shape[2]
     q, k = _unit_stride_head_dim(q), _unit_stride_head_dim(k)
@@ -351,11 +356,27 @@ def attention_backward(
     return dq, dk, dv
 
 
+def _gluon_forward(q, k, v, is_causal) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Gluon forward; under GLUON_KEPT through its kept launch from a signature's second call on."""
+    if not GLUON_KEPT:
+        return gluon_forward.gluon_attention_forward(q, k, v, is_causal)
+    signature = _signature(is_causal, q, k, v)
+    kept = _gluon_forwards.get(signature)
+    if kept is None:
+        return gluon_forward.gluon_attention_forward(q, k, v, is_causal, keep=(_gluon_forwards, signature))
+    batch, heads, seq, _head_dim = q.shape
+    out = torch.empty_like(q)
+    lse = torch.empty(batch, heads, seq, device=q.device, dtype=torch.float32)
+    with _on_device(q.device):
+        kept(q, k, v, out, out, lse, q, k, v, out)  # gluon_forward.PER_CALL
+    return out, lse
+
+
 def _gluon_backward(
     q, k, v, out, lse, grad_out, is_causal
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The Gluon one-pass backward: D by the row-dot kernel, dQ summed in a zeroed fp32 buffer, then
-    scaled and cast (tuning.convert_dq)."""
+    scaled and cast (tuning.convert_dq); under GLUON_KEPT the kernel through its kept launch."""
     _batch, heads, seq_q, head_dim = q.shape
     delta = torch.empty_like(lse)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -363,7 +384,14 @@ def _gluon_backward(
     with _on_device(q.device):
         signature = _signature(is_causal, q, k, v, out, lse, grad_out)
         _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim)
-        gluon_backward.gluon_attention_backward_into(q, k, v, grad_out, lse, delta, dq_acc, dk, dv, is_causal)
+        kept = _gluon_backwards.get(signature) if GLUON_KEPT else None
+        if kept is not None:  # gluon_backward.PER_CALL
+            kept(q, grad_out, k, v, dq_acc, dk, dv, lse, delta, q, grad_out, k, v, dq_acc)
+        else:
+            keep = (_gluon_backwards, signature) if GLUON_KEPT else None
+            gluon_backward.gluon_attention_backward_into(
+                q, k, v, grad_out, lse, delta, dq_acc, dk, dv, is_causal, keep=keep
+            )
         tuning.convert_dq(dq_acc, 1.0 / math.sqrt(head_dim), dq)
     return dq, dk, dv
 
