@@ -61,7 +61,7 @@ if HAVE_GLUON:  # Gluon of triton 3.6, as gluon_forward imports it, and what onl
         warpgroup_mma_wait,
     )
 
-    from kernels.flash_attention_triton.gluon_forward import load_into_ring, load_split_into_ring, tma_load
+    from kernels.flash_attention_triton.gluon_forward import load_into_ring, tma_load
 
     # The warpgroup's barrier (bar.sync), named gl.barrier from Triton 3.7 on (gl.thread_barrier before).
     thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
@@ -95,19 +95,16 @@ if HAVE_GLUON:
             tma_load(k_rest_desc, [row_kv + start_n, HEAD_MAIN], kv_bar, k_rest)
             tma_load(v_rest_desc, [row_kv + start_n, HEAD_MAIN], kv_bar, v_rest)
         else:
+            q_rest_desc, do_rest_desc, q_rest, do_rest = None, None, None, None
             mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
         tma_load(k_desc, [row_kv + start_n, 0], kv_bar, k_smem)
         tma_load(v_desc, [row_kv + start_n, 0], kv_bar, v_smem)
         for i in range(n_iters):
             row = row_kv + m_lo + i * BLOCK_M
-            if HEAD_REST > 0:
-                load_split_into_ring(q_desc, q_rest_desc, q_smem, q_rest, q_ready, q_empty, row, i,
-                                     HEAD_MAIN, NUM_STAGES)  # fmt: skip
-                load_split_into_ring(do_desc, do_rest_desc, do_smem, do_rest, do_ready, do_empty, row, i,
-                                     HEAD_MAIN, NUM_STAGES)  # fmt: skip
-            else:
-                load_into_ring(q_desc, q_smem, q_ready, q_empty, row, i, NUM_STAGES)
-                load_into_ring(do_desc, do_smem, do_ready, do_empty, row, i, NUM_STAGES)
+            load_into_ring(q_desc, q_smem, q_ready, q_empty, row, i, NUM_STAGES, q_rest_desc, q_rest,
+                           HEAD_MAIN)  # fmt: skip
+            load_into_ring(do_desc, do_smem, do_ready, do_empty, row, i, NUM_STAGES, do_rest_desc, do_rest,
+                           HEAD_MAIN)  # fmt: skip
 
     @gluon.jit
     def _consumer(c: gl.constexpr, dq_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_smem, v_smem, q_smem,

@@ -75,39 +75,33 @@ if HAVE_GLUON:
             for i in gl.static_range(2):
                 tma_load(q_rest_desc, [row_q + i * BLOCK_Q, HEAD_MAIN], q_bar, q_rest.index(i))
         else:
+            k_rest_desc, v_rest_desc, k_rest, v_rest = None, None, None, None
             mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
         tma_load(q_desc, [row_q, 0], q_bar, q_smem.index(0))
         tma_load(q_desc, [row_q + BLOCK_Q, 0], q_bar, q_smem.index(1))
         for j in range(n_tiles):
             row = row_kv + j * BLOCK_N
-            if HEAD_REST > 0:
-                load_split_into_ring(k_desc, k_rest_desc, k_smem, k_rest, k_ready, k_empty, row, j,
-                                     HEAD_MAIN, NUM_STAGES)  # fmt: skip
-                load_split_into_ring(v_desc, v_rest_desc, v_smem, v_rest, v_ready, v_empty, row, j,
-                                     HEAD_MAIN, NUM_STAGES)  # fmt: skip
-            else:
-                load_into_ring(k_desc, k_smem, k_ready, k_empty, row, j, NUM_STAGES)
-                load_into_ring(v_desc, v_smem, v_ready, v_empty, row, j, NUM_STAGES)
+            load_into_ring(k_desc, k_smem, k_ready, k_empty, row, j, NUM_STAGES, k_rest_desc, k_rest,
+                           HEAD_MAIN)  # fmt: skip
+            load_into_ring(v_desc, v_smem, v_ready, v_empty, row, j, NUM_STAGES, v_rest_desc, v_rest,
+                           HEAD_MAIN)  # fmt: skip
 
     @gluon.jit
-    def load_into_ring(desc, smem, ready, empty, row, j, NUM_STAGES: gl.constexpr):
+    def load_into_ring(desc, smem, ready, empty, row, j, NUM_STAGES: gl.constexpr, rest_desc=None,
+                       rest_smem=None, HEAD_MAIN: gl.constexpr = 0):  # fmt: skip
         """The producer's step of a ring of NUM_STAGES buffers: wait until load j's stage is released, then
-        TMA-load desc's tile at `row` into it, completing on its ready barrier (both Gluon kernels)."""
+        TMA-load desc's tile at `row` into it, completing on its ready barrier (both Gluon kernels); with
+        rest_desc, the tile's columns from HEAD_MAIN on into rest_smem too, on the same barrier."""
         st = j % NUM_STAGES
         # A fresh barrier counts as having completed phase 1: the first round passes at once.
         mbarrier.wait(empty.index(st), ((j // NUM_STAGES) & 1) ^ 1)
-        mbarrier.expect(ready.index(st), desc.block_type.nbytes)
+        if rest_desc is not None:
+            mbarrier.expect(ready.index(st), desc.block_type.nbytes + rest_desc.block_type.nbytes)
+        else:
+            mbarrier.expect(ready.index(st), desc.block_type.nbytes)
         tma_load(desc, [row, 0], ready.index(st), smem.index(st))
-
-    @gluon.jit
-    def load_split_into_ring(desc, rest_desc, smem, rest_smem, ready, empty, row, j, HEAD_MAIN: gl.constexpr,
-                              NUM_STAGES: gl.constexpr):  # fmt: skip
-        """load_into_ring of a tile in two column chunks, [0, HEAD_MAIN) and the rest, on one barrier."""
-        st = j % NUM_STAGES
-        mbarrier.wait(empty.index(st), ((j // NUM_STAGES) & 1) ^ 1)
-        mbarrier.expect(ready.index(st), desc.block_type.nbytes + rest_desc.block_type.nbytes)
-        tma_load(desc, [row, 0], ready.index(st), smem.index(st))
-        tma_load(rest_desc, [row, HEAD_MAIN], ready.index(st), rest_smem.index(st))
+        if rest_desc is not None:
+            tma_load(rest_desc, [row, HEAD_MAIN], ready.index(st), rest_smem.index(st))
 
     @gluon.jit
     def _softmax_step(s, m_i, l_i, rows, cols, masked, seq, qk_scale, IS_CAUSAL: gl.constexpr):
