@@ -49,7 +49,7 @@ class _Recorder:
     """Stands in for `kernel` in `kernel[grid](*args, **kwargs)` and records the calls."""
 
     def __init__(self, fn):
-        self.fn, self.calls, self.arg_names = fn, [], fn.arg_names
+        self.fn, self.calls = fn, []
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.calls.append((args, kwargs))

@@ -127,6 +127,23 @@ def test_no_direct_launch_without_a_compiled_kernel():
     assert direct.prepare(object(), (1,), {"A": 1}, ("A",), 0) is None
 
 
+def test_a_launch_is_prepared_and_kept_only_when_asked_to_be():
+    compiled = _FakeCompiled()
+
+    class Kernel:  # a jit function as far as launch_keeping reads it
+        def __init__(self):
+            self.arg_names, self.launched = ["A", "BLOCK"], []
+
+        def __getitem__(self, grid):
+            return lambda **named: self.launched.append(named) or compiled
+
+    kernel, kept, named = Kernel(), direct.Kept(), {"A": torch.zeros(2), "BLOCK": 64, "num_warps": 4}
+    direct.launch_keeping(kernel, (1,), named, ("A",), 0, None)
+    direct.launch_keeping(kernel, (1,), named, ("A",), 0, (kept, "signature"))
+    assert kernel.launched == [named, named] and list(kept) == ["signature"]
+    assert kept["signature"].value("BLOCK") == 64
+
+
 def test_kept_drops_the_oldest_signature_beyond_its_limit():
     kept = direct.Kept(limit=2)
     kept["a"], kept["b"] = 1, 2

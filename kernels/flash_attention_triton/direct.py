@@ -128,6 +128,18 @@ def launch_jit(fn, grid, named: dict, per_call: tuple[str, ...], device: int) ->
     return prepare(compiled, grid, {name: named[name] for name in fn.arg_names}, per_call, device)
 
 
+def launch_keeping(fn, grid, named: dict, per_call: tuple[str, ...], device: int, keep) -> None:
+    """Launch jit function `fn` with every argument by name; with keep = (a Kept, the call's signature),
+    keep the prepared launch there too. Without keep nothing is prepared."""
+    if keep is None:
+        fn[grid](**named)
+        return
+    made = launch_jit(fn, grid, named, per_call, device)
+    if made is not None:
+        kept, signature = keep
+        kept[signature] = made
+
+
 class Kept(dict):
     """Prepared launches by call signature, the oldest dropped beyond `limit` (lengths that vary call
     by call would otherwise grow it without end)."""

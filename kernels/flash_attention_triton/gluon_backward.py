@@ -368,8 +368,9 @@ def gluon_attention_backward_into(
     main, rest = head_split(head_dim)
     q_desc, do_desc, k_desc, v_desc, dq_desc = _descriptors(q, grad_out, k, v, dq_acc, main)
     # Without a rest chunk: None, which Triton specializes to constexprs, nothing encoded or passed.
-    rest_descs = _descriptors(q, grad_out, k, v, dq_acc, rest) if rest else (None,) * 5
-    q_rest, do_rest, k_rest, v_rest, dq_rest = rest_descs
+    q_rest, do_rest, k_rest, v_rest, dq_rest = (
+        _descriptors(q, grad_out, k, v, dq_acc, rest) if rest else (None,) * 5
+    )
     sm_scale = 1.0 / math.sqrt(head_dim)
     named = dict(
         q_desc=q_desc, do_desc=do_desc, k_desc=k_desc, v_desc=v_desc, dq_desc=dq_desc, dk_ptr=dk, dv_ptr=dv,
@@ -381,10 +382,4 @@ def gluon_attention_backward_into(
     )  # fmt: skip
     grid = (triton.cdiv(seq, BLOCK_N), batch * heads)
     with torch.cuda.device(q.device):
-        if keep is None:
-            _attention_backward_kernel[grid](**named)
-            return None
-        made = direct.launch_jit(_attention_backward_kernel, grid, named, PER_CALL, q.device.index)
-    if made is not None:
-        kept, signature = keep
-        kept[signature] = made
+        direct.launch_keeping(_attention_backward_kernel, grid, named, PER_CALL, q.device.index, keep)

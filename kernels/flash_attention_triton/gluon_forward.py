@@ -415,11 +415,5 @@ def gluon_attention_forward(
     )  # fmt: skip
     grid = (triton.cdiv(seq, BLOCK_M), batch * heads)
     with torch.cuda.device(q.device):
-        if keep is None:
-            _attention_forward_kernel[grid](**named)
-            return out, lse
-        made = direct.launch_jit(_attention_forward_kernel, grid, named, PER_CALL, q.device.index)
-    if made is not None:
-        kept, signature = keep
-        kept[signature] = made
+        direct.launch_keeping(_attention_forward_kernel, grid, named, PER_CALL, q.device.index, keep)
     return out, lse
