@@ -84,7 +84,9 @@ def test_the_session_freezes_what_collection_left_so_teardowns_scan_only_the_new
     assert frozen > 10_000
     made = [[] for _ in range(100)]
     harness.release_cached_memory()
-    assert gc.get_freeze_count() == frozen  # collecting does not freeze what the tests made
+    # Collecting does not freeze what the tests made; a frozen object whose last reference goes is
+    # still freed by its count, so the frozen count may fall meanwhile, never rise.
+    assert gc.get_freeze_count() <= frozen
     del made
     harness.thaw()
     try:
