@@ -51,11 +51,12 @@ from kernels.flash_attention_triton.tiles import (
 
 @triton.jit
 def row_dot_kernel(
-    Out, DO, Delta, stride_dob, stride_doh, stride_dom, heads, seq_q,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    Out, DO, Delta, DQ_ACC, stride_dob, stride_doh, stride_dom, heads, seq_q,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, ZERO_DQ_ACC: tl.constexpr,
 ):  # fmt: skip
     """D = rowsum(dO * O) in fp32: the softmax's backward term, computed once per row. BLOCK_D is the
-    head dim rounded up to a power of two, its padding masked."""
+    head dim rounded up to a power of two, its padding masked. ZERO_DQ_ACC: also zero the same rows of
+    DQ_ACC (contiguous fp32, q's shape), which a one-pass backward adds into: one launch less."""
     bh, b, h = _batch_and_head(heads)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -65,6 +66,9 @@ def row_dot_kernel(
     do = _masked_load(do_ptrs, m_ok, d_ok, True, True)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(Delta + bh * seq_q + offs_m, delta, mask=m_ok)
+    if ZERO_DQ_ACC:
+        dq_ptrs = _contiguous_ptrs(DQ_ACC, bh, offs_m, offs_d, seq_q, HEAD_DIM)
+        tl.store(dq_ptrs, tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32), mask=m_ok[:, None] & d_ok[None, :])
 
 
 @triton.jit

@@ -266,8 +266,8 @@ _BACKWARD_TENSORS = (
     "Q", "K", "V", "DO", "QC", "KC", "DOC", "L", "Delta", "DQ", "DK", "DV", "DQ_ACC",
     "desc_q", "desc_do", "desc_dq",
 )  # fmt: skip
-_ROW_DOT_TENSORS = ("Out", "DO", "Delta")
-_row_dots = direct.Kept()  # call signature -> the row-dot kernel's launch
+_ROW_DOT_TENSORS = ("Out", "DO", "Delta", "DQ_ACC")
+_row_dots = direct.Kept()  # (call signature, zeroing dQ) -> the row-dot kernel's launch
 
 
 def attention_forward(
@@ -336,17 +336,19 @@ def attention_backward(
     with _on_device(q.device):
         # Column-major copies for TF32, or the same tensors again (not read then).
         qc, kc, doc = (_column_major(t) for t in (q, k, grad_out)) if copies else (q, k, grad_out)
-        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim)
         kept = backward.kept(signature)
         if kept is not None:
             one_pass = kept.value("ATOMIC_DQ")
-            # The one-pass form adds into a zeroed fp32 dQ (the heuristic DQ_ACC_ZEROED zeroes it on
-            # the other paths).
-            dq_acc = torch.zeros(q.shape, device=q.device, dtype=torch.float32) if one_pass else _no_dq_acc(q)
+            # The one-pass form adds into an fp32 dQ that the row-dot kernel zeroes (the heuristic
+            # DQ_ACC_ZEROED zeroes it on the other paths).
+            dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32) if one_pass else None
+            _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim, dq_acc)
+            dq_acc = _no_dq_acc(q) if dq_acc is None else dq_acc
             kept(q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, q, grad_out, dq_acc)
             if one_pass:
                 tuning.convert_dq(dq_acc, sm_scale, dq)
             return dq, dk, dv
+        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim)
         ran = _launch_backward(
             backward, signature, q, k, v, out, lse, grad_out, qc, kc, doc, delta, dq, dk, dv,
             sm_scale, is_causal, copies,
@@ -375,15 +377,16 @@ def _gluon_forward(q, k, v, is_causal) -> tuple[torch.Tensor, torch.Tensor]:
 def _gluon_backward(
     q, k, v, out, lse, grad_out, is_causal
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The Gluon one-pass backward: D by the row-dot kernel, dQ summed in a zeroed fp32 buffer, then
-    scaled and cast (tuning.convert_dq); under GLUON_KEPT the kernel through its kept launch."""
+    """The Gluon one-pass backward: D by the row-dot kernel, which also zeroes the fp32 buffer dQ is
+    summed in, then dQ scaled and cast (tuning.convert_dq); under GLUON_KEPT the kernel through its kept
+    launch."""
     _batch, heads, seq_q, head_dim = q.shape
     delta = torch.empty_like(lse)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dq_acc = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+    dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
     with _on_device(q.device):
         signature = _signature(is_causal, q, k, v, out, lse, grad_out)
-        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim)
+        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim, dq_acc)
         kept = _gluon_backwards.get(signature) if GLUON_KEPT else None
         if kept is not None:  # gluon_backward.PER_CALL
             kept(q, grad_out, k, v, dq_acc, dk, dv, lse, delta, q, grad_out, k, v, dq_acc)
@@ -407,24 +410,28 @@ def _no_dq_acc(q: torch.Tensor) -> torch.Tensor:
     return empty
 
 
-def _row_dot(signature: tuple, out, grad_out, delta, heads: int, seq_q: int, head_dim: int) -> None:
-    """Delta = rowsum(dO * O), which both backward forms read, launched directly from the second call
-    of a signature on."""
-    kept = _row_dots.get(signature)
+def _row_dot(
+    signature: tuple, out, grad_out, delta, heads: int, seq_q: int, head_dim: int, dq_acc=None
+) -> None:
+    """Delta = rowsum(dO * O), which both backward forms read, and zeros into dq_acc (contiguous fp32) if
+    given; launched directly from the second call of a signature on."""
+    zero_dq_acc = dq_acc is not None
+    dq_acc = _no_dq_acc(out) if dq_acc is None else dq_acc
+    kept = _row_dots.get((signature, zero_dq_acc))
     if kept is not None:
-        kept(out, grad_out, delta)
+        kept(out, grad_out, delta, dq_acc)
         return
     batch = out.shape[0]
     rows = 64
     named = dict(
-        Out=out, DO=grad_out, Delta=delta, stride_dob=grad_out.stride(0), stride_doh=grad_out.stride(1),
-        stride_dom=grad_out.stride(2), heads=heads, seq_q=seq_q, HEAD_DIM=head_dim,
-        BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_M=rows,
+        Out=out, DO=grad_out, Delta=delta, DQ_ACC=dq_acc, stride_dob=grad_out.stride(0),
+        stride_doh=grad_out.stride(1), stride_dom=grad_out.stride(2), heads=heads, seq_q=seq_q,
+        HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), BLOCK_M=rows, ZERO_DQ_ACC=zero_dq_acc,
     )  # fmt: skip
     grid = (triton.cdiv(seq_q, rows), batch * heads)
     made = direct.launch_jit(row_dot_kernel, grid, named, _ROW_DOT_TENSORS, out.device.index)
     if made is not None:
-        _row_dots[signature] = made
+        _row_dots[signature, zero_dq_acc] = made
 
 
 def _launch_backward(
