@@ -21,7 +21,7 @@ from perf.cases.attention import (
     AttentionShape,
     select_shapes,
 )
-from perf.tables.attention import attention_table, dtype_cost_table, host_cost_table
+from perf.tables.attention import attention_table, cudnn_table, dtype_cost_table, host_cost_table
 from perf.tiers import TIERS
 from perf.workloads.attention import (
     ProviderUnavailable,
@@ -291,6 +291,28 @@ def test_host_cost_table_sets_microseconds_per_call_against_cudnn_at_host_bound_
     assert rows[1] == ["forward", str(tiny), "bfloat16", "sdpa_cudnn", "40.0", "8.0", "20%", "1.00x"]
     assert rows[2][3:] == ["flash_triton", "500.0", "-", "-", "-"]
     assert host_cost_table(records[3:]) == []
+
+
+def test_cudnn_table_sets_the_kernel_against_cudnn_per_length_at_the_fixed_tokens_shapes():
+    short, long = (AttentionShape(16384 // s, 21, s, 96, False) for s in (1024, 4096))
+    records = [
+        _record("flash_triton", 1.0, shape=short) | {"gpu_ms": 0.8},
+        _record("sdpa_cudnn", 1.1, shape=short) | {"gpu_ms": 0.72},
+        _record("sdpa_flash", 0.5, shape=short) | {"gpu_ms": 0.1},  # not cuDNN: not in this table
+        _record("flash_triton", 2.0, shape=long) | {"gpu_ms": 2.0},
+        _record("sdpa_cudnn", 2.5, shape=long) | {"gpu_ms": 2.2},
+        _record("flash_triton", 4.0, shape=long, mode="backward"),  # a CPU-like run: wall time only
+        _record("sdpa_cudnn", 3.0, shape=long, mode="backward"),
+        _record("flash_triton", 1.0, shape=HOST_BOUND[0]) | {"gpu_ms": 0.05},  # not a fixed_tokens shape
+        _record("sdpa_cudnn", 0.5, shape=HOST_BOUND[0]) | {"gpu_ms": 0.01},
+    ]
+    lines = cudnn_table(records)
+    assert lines[0].split() == ["mode", "dtype", "d", "mask", "1024", "4096"]
+    assert lines[1].split() == ["forward", "bfloat16", "96", "full", "0.90", "/", "1.10", "1.10", "/", "1.25"]
+    assert lines[2].split() == ["backward", "bfloat16", "96", "full", "-", "-", "/", "0.75"]
+    assert lines[3] == f"lowest by GPU time: 0.90 at forward {short} bfloat16"
+    assert len(lines) == 4
+    assert cudnn_table(records[2:3] + records[7:]) == []
 
 
 def test_ratio_table_empty_without_attention_results():

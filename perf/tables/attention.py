@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from perf.cases.attention import HOST_BOUND, PROVIDER_NAMES, AttentionShape
-from perf.tables.format import fmt, grid
+from perf.cases.attention import HOST_BOUND, PROVIDER_NAMES, SWEEPS, AttentionShape
+from perf.tables.format import fmt, grid, ratio
 
 BASELINE_PROVIDER = "sdpa_flash"
 # What the attention benchmarks put in extra_info besides the harness's figures.
@@ -132,11 +132,45 @@ def host_cost_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
     return grid(HOST_COLUMNS, rows)
 
 
+KERNEL = "flash_triton"
+CUDNN_TITLE = (
+    f"{KERNEL} against {HOST_REFERENCE} at the fixed_tokens shapes, per sequence length: cuDNN's time over "
+    f"{KERNEL}'s by GPU time / by the wall clock (above 1: faster than cuDNN)"
+)
+
+
+def cudnn_table(infos: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One row per mode, dtype, head dim and masking, one column per sequence length, where the fixed_tokens
+    sweep measured both the project's kernel and cuDNN; then the lowest GPU-time ratio. None if no pair."""
+    fixed = set(SWEEPS["fixed_tokens"])
+    cells: dict[tuple, dict[int, str]] = {}
+    lowest: tuple[float, str] | None = None
+    for (mode, shape, dtype), providers in _groups(infos).items():
+        by_provider = dict(providers)
+        ours, cudnn = by_provider.get(KERNEL), by_provider.get(HOST_REFERENCE)
+        if ours is None or cudnn is None or shape_of(ours) not in fixed:
+            continue
+        gpu = ratio(cudnn.get("gpu_ms"), ours.get("gpu_ms"))
+        wall = cudnn["median_ms"] / ours["median_ms"]
+        row = (mode, dtype, str(ours["head_dim"]), shape_of(ours).masking)
+        cells.setdefault(row, {})[ours["seq"]] = f"{fmt(gpu, '.2f')} / {wall:.2f}"
+        if gpu is not None and (lowest is None or gpu < lowest[0]):
+            lowest = (gpu, f"{mode} {shape} {dtype}")
+    seqs = sorted({seq for by_seq in cells.values() for seq in by_seq})
+    rows: list[list[str] | str] = [
+        [*row, *(by_seq.get(seq, "-") for seq in seqs)] for row, by_seq in cells.items()
+    ]
+    if lowest is not None:
+        rows.append(f"lowest by GPU time: {lowest[0]:.2f} at {lowest[1]}")
+    return grid(("<mode", "<dtype", "d", "<mask", *(str(seq) for seq in seqs)), rows)
+
+
 # The end of a run and the report show the suites' tables in ORDER (perf/tables/summary.py).
 ORDER = 10
 TABLES = [
     (TITLE, attention_table),
     (HOST_TITLE, host_cost_table),
+    (CUDNN_TITLE, cudnn_table),
     (DTYPE_COST_TITLE, dtype_cost_table),
     (SCALING_TITLE, scaling_table),
 ]
