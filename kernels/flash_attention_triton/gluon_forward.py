@@ -57,7 +57,7 @@ BLOCK_Q = 64  # query rows per consumer warpgroup (wgmma M)
 NUM_CONSUMERS = 2  # consumer warpgroups per program
 BLOCK_M = BLOCK_Q * NUM_CONSUMERS
 BLOCK_N = 128  # key rows per tile; equal to BLOCK_M so both consumers visit the same tiles
-FORWARD_HEAD_DIMS = (64, 80, 96, 128)  # head dims of the forward kernel (the backward's: 64, 128)
+FORWARD_HEAD_DIMS = (64, 80, 96, 128)  # head dims of the forward kernel (the backward takes the same)
 MAXNREG = 168  # 3 warpgroups x 128 threads x 168 <= 64K registers; redistributed per partition
 
 
