@@ -107,3 +107,22 @@ def dq_conversions(monkeypatch) -> list[torch.Tensor]:
 
     monkeypatch.setattr(tuning, "convert_dq", recorded)
     return converted
+
+
+@pytest.fixture
+def backward_buffers(monkeypatch) -> list[tuple[int, bool]]:
+    """Per backward launch in this test: the size of the fp32 dQ buffer it got and whether it got
+    TMA descriptors (both are the one-pass form's)."""
+    from kernels.flash_attention_triton import tuning  # after TRITON_INTERPRET is set above
+
+    seen = []
+    kernel = tuning.AUTOTUNED["backward"]
+    original = kernel.launch
+
+    def recorded(grid, *args, **kwargs):
+        named = kernel.named(args, kwargs)
+        seen.append((named["DQ_ACC"].numel(), named["desc_q"] is not None))
+        return original(grid, *args, **kwargs)
+
+    monkeypatch.setattr(kernel, "launch", recorded)
+    return seen
