@@ -20,7 +20,7 @@ from perf.tools.judging.paired_rule import ABRun
 from perf.tools.reading.errors import GateError
 from perf.tools.reporting import ab_verdict
 from perf.tools.running import ab
-from tests.test_gate import stats, write_results
+from tests.gate_files import stats, write_results
 from tests.test_worktrees import commit_all, git, worktree_paths
 
 ROOT = Path(__file__).resolve().parent.parent

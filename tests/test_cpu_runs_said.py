@@ -4,7 +4,7 @@ and the report say so beside their figures, and the gate does not advise `make n
 from __future__ import annotations
 
 from perf.tools import report
-from tests.test_gate import run_gate, suite, write_results
+from tests.gate_files import run_gate, suite, write_results
 
 
 def test_a_cpu_run_is_not_told_to_measure_noise(tmp_path, capsys):

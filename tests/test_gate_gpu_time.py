@@ -7,7 +7,7 @@ import pytest
 
 from perf.tools.judging.regression_rule import overall, verdicts
 from perf.tools.reading.timings import GPU, WALL, Timing, gpu_timing
-from tests.test_gate import NAMES, FakeRunner, rows_of, run_gate, section, short, suite, write_results
+from tests.gate_files import NAMES, FakeRunner, rows_of, run_gate, section, short, suite, write_results
 
 HOST_BOUND = NAMES[0]
 

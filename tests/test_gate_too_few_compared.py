@@ -4,7 +4,7 @@ never a pass."""
 
 from __future__ import annotations
 
-from tests.test_gate import NAMES, compare_files, suite
+from tests.gate_files import NAMES, compare_files, suite
 
 
 def test_runs_with_no_benchmark_in_common_give_no_verdict(tmp_path, capsys):

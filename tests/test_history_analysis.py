@@ -14,8 +14,8 @@ import pytest
 from perf.history import steps as steps_module
 from perf.history.__main__ import main as history_main
 from perf.history.store import connect
+from tests.gate_files import H100, NAMES, run_gate, section, short, stats
 from tests.history_pg import fresh_postgres_url, postgres_url  # noqa: F401
-from tests.test_gate import H100, NAMES, run_gate, section, short, stats
 
 SLOWED = NAMES[0]  # the benchmark whose GPU time steps up by 8% at STEP_DAY
 STEP_DAY = 20

@@ -9,7 +9,7 @@ import pytest
 from perf.tools import nccl_tests
 from perf.tools.reading.errors import GateError
 from perf.tools.reading.nccl_logs import parse_log
-from tests.test_gate import stats, write_results
+from tests.gate_files import stats, write_results
 
 # The shape of nccl-tests' output (its header, two ranks, rows of both placements), with made-up figures.
 LOG = """\

@@ -13,7 +13,7 @@ from perf.tools import noise
 from perf.tools.judging.noise_spread import K_MAX, choose_k, spread
 from perf.tools.judging.noise_thresholds import load_noise
 from perf.tools.judging.regression_rule import GPU_FLOOR
-from tests.test_gate import H100, NAMES, rows_of, run_gate, section, short, stats, write_results
+from tests.gate_files import H100, NAMES, rows_of, run_gate, section, short, stats, write_results
 
 STEADY, NOISY = NAMES[0], NAMES[1]
 

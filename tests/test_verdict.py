@@ -12,7 +12,7 @@ import pytest
 from perf.tools import report
 from perf.tools.judging.noise_thresholds import FORMAT
 from perf.tools.reading.kernel_changes import explanation_lines
-from tests.test_gate import H100, run_gate, section, short, stats, write_results
+from tests.gate_files import H100, run_gate, section, short, stats, write_results
 
 STEP = "perf/test_end_to_end.py::test_train_step"
 TRAIN_STEPS = [
