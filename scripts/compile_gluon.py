@@ -1,6 +1,6 @@
 """Compile the Gluon attention kernels ahead of time for Hopper (sm_90) on a machine without a GPU.
 
-    python scripts/compile_gluon.py [--head-dims 64,80,96,128] [--kernels forward,backward]
+    python scripts/compile_gluon.py [--head-dims 64,80,96,128] [--kernels forward,persistent,backward]
         [--dtypes bf16,fp16] [--seq 1024] [--error-lines 3] [--keep DIR]
 
 Finds what otherwise only a GPU run shows: Gluon type and layout errors, an API a Triton release renamed,
@@ -59,16 +59,21 @@ def capture(name, head_dim, dtype, causal, seq):
     """The launcher of kernel `name` run on zero CPU tensors (batch 1, 2 heads): its recorded launches."""
     from kernels.flash_attention_triton import gluon_backward as bwd
     from kernels.flash_attention_triton import gluon_forward as fwd
+    from kernels.flash_attention_triton import gluon_persistent as persistent
 
     shape = (1, 2, seq, head_dim)
     q, k, v, do, dk, dv = (torch.zeros(shape, dtype=dtype) for _ in range(6))
     lse, delta, dq_acc = (torch.zeros(s, dtype=torch.float32) for s in (shape[:3], shape[:3], shape))
-    module, kernel = (fwd, bwd)[name == "backward"], f"_attention_{name}_kernel"
+    module, kernel = {
+        "forward": (fwd, "_attention_forward_kernel"),
+        "persistent": (persistent, "_attention_forward_persistent_kernel"),
+        "backward": (bwd, "_attention_backward_kernel"),
+    }[name]
     rec = _Recorder(getattr(module, kernel))
     no_device = lambda _device: contextlib.nullcontext()  # noqa: E731 - torch.cuda.device refuses CPU
     with mock.patch.object(module, kernel, rec), mock.patch.object(torch.cuda, "device", no_device):
-        if name == "forward":
-            fwd.gluon_attention_forward(q, k, v, causal)
+        if name != "backward":
+            fwd.gluon_attention_forward(q, k, v, causal, persistent=name == "persistent")
         else:
             bwd.gluon_attention_backward_into(q, k, v, do, lse, delta, dq_acc, dk, dv, causal)
     if not rec.calls:
@@ -203,7 +208,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     # Any head dim a launcher may be asked for: the ones it refuses are reported as failures.
     parser.add_argument("--head-dims", type=_listed(tuple(range(1, 513)), int), default=[64, 80, 96, 128])
-    parser.add_argument("--kernels", type=_listed(("forward", "backward")), default=["forward", "backward"])
+    # persistent: the forward as gluon_persistent's kernel.
+    kernels = ("forward", "persistent", "backward")
+    parser.add_argument("--kernels", type=_listed(kernels), default=list(kernels))
     parser.add_argument("--dtypes", type=_listed(tuple(DTYPES)), default=list(DTYPES))
     parser.add_argument("--seq", type=int, default=1024, help="sequence length of the recorded launches")
     parser.add_argument("--error-lines", type=int, default=3, help="lines of an error to print")
@@ -212,7 +219,7 @@ def main(argv=None) -> int:
     for name, head_dim, dtype, causal in itertools.product(
         args.kernels, args.head_dims, args.dtypes, (False, True)
     ):
-        label = f"{name:8} d={head_dim:<3} {dtype} {'causal' if causal else 'full  '}"
+        label = f"{name:10} d={head_dim:<3} {dtype} {'causal' if causal else 'full  '}"
         for ok, text, took in variant(name, head_dim, dtype, causal, args, label):
             failed += not ok
             print(f"{label} {'OK  ' if ok else 'FAIL'} {text} ({took:.1f}s)", flush=True)

@@ -88,6 +88,25 @@ def test_the_gluon_forward_matches_fp64(gluon_calls, dtype, is_causal, batch_hea
     assert gluon_calls and gluon_calls[0] == q.shape
 
 
+@on_hopper_in_each_dtype_and_mask
+@pytest.mark.parametrize("head_dim", [64, 80, 96, 128])
+@pytest.mark.parametrize(
+    ("batch_heads", "seq"),
+    [((4, 16), 1024), ((4, 13), 1000), ((8, 40), 200)],
+    ids=["whole", "ragged", "short"],  # 512, 416 and 640 tiles: each program takes several
+)
+def test_the_persistent_gluon_forward_matches_fp64(
+    monkeypatch, gluon_calls, dtype, is_causal, batch_heads, seq, head_dim
+):
+    monkeypatch.setattr(launch, "GLUON_PERSISTENT", True)
+    monkeypatch.setattr(launch, "GLUON_MIN_WORK", 0)
+    monkeypatch.setattr(launch, "GLUON_HEAD_DIM_64_MIN_SEQ", 0)
+    torch.manual_seed(0)
+    q, k, v = random_qkv(batch_heads, seq, seq, head_dim, dtype, device="cuda")
+    check_against_fp64(fat.FlashAttentionTriton, q, k, v, is_causal)
+    assert gluon_calls and gluon_calls[0] == q.shape
+
+
 @pytest.mark.skipif(not gluon_forward.HAVE_GLUON, reason="needs Triton's Gluon")
 def test_a_head_dim_the_gluon_kernels_lack_is_refused_naming_those_they_take():
     q = torch.empty(1, 1, 8, 72, dtype=BF16)
@@ -210,7 +229,7 @@ def test_kept_gluon_launches_get_each_calls_tensors_in_the_kernels_order(monkeyp
     monkeypatch.setattr(launch, "GLUON_KEPT", True)
     given = []
 
-    def keeping(q, k, v, is_causal, keep):
+    def keeping(q, k, v, is_causal, keep, persistent):
         kept, signature = keep
         kept[signature] = lambda *tensors: given.append(tensors)
         return torch.empty_like(q), torch.empty(q.shape[:3])
@@ -241,9 +260,13 @@ def test_kept_gluon_launches_get_each_calls_tensors_in_the_kernels_order(monkeyp
 
 
 @on_hopper_in_each_dtype_and_mask
+@pytest.mark.parametrize("persistent", [False, True], ids=["per-tile", "persistent"])
 @pytest.mark.parametrize("head_dim", [64, 80, 128])
-def test_kept_gluon_launches_give_the_first_calls_results(monkeypatch, dtype, is_causal, head_dim):
+def test_kept_gluon_launches_give_the_first_calls_results(
+    monkeypatch, dtype, is_causal, head_dim, persistent
+):
     monkeypatch.setattr(launch, "GLUON_KEPT", True)
+    monkeypatch.setattr(launch, "GLUON_PERSISTENT", persistent)
     monkeypatch.setattr(launch, "GLUON_BACKWARD_MIN_WORK", 0)
     monkeypatch.setattr(launch, "GLUON_HEAD_DIM_64_MIN_SEQ", 0)
     monkeypatch.setattr(launch, "GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ", 0)

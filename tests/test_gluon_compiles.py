@@ -27,11 +27,12 @@ def compile_gluon(root: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_both_kernels_compile_at_every_head_dim_without_spilling_out_of_shared_memory():
+def test_every_kernel_compiles_at_every_head_dim_within_shared_memory():
     done = compile_gluon(ROOT, "--dtypes", "bf16")
     lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
-    assert len(lines) == 2 * 4 * 2  # forward and backward, head dims 64/80/96/128, causal and full
+    # forward, the persistent forward and backward; head dims 64/80/96/128; causal and full
+    assert len(lines) == 3 * 4 * 2
     assert all(" OK " in line and "shared=" in line for line in lines), done.stdout
 
 

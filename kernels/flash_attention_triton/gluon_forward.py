@@ -22,6 +22,9 @@ Head dims 64, 80, 96 and 128. Gluon's tensors have power-of-two shapes, so the h
 and a rest chunk (head_split: 80 = 64 + 16, 96 = 64 + 32), each with its own shared buffers and TMA
 descriptors over the same rows: S = Q_main K_main^T + Q_rest K_rest^T (two wgmma into one accumulator),
 O a main and a rest accumulator. Without a rest (64, 128) its code is left out at compile time.
+
+A consumer's main loop over one query tile (attend) and its epilogue (store_tile) serve gluon_persistent's
+kernel too, which runs one program per multiprocessor over many tiles.
 """
 
 from __future__ import annotations
@@ -126,8 +129,31 @@ if HAVE_GLUON:
                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr):  # fmt: skip
         """One warpgroup: rows start_m + c*BLOCK_Q .. + BLOCK_Q of the program's query tile. With a rest
         chunk (`rest`: O's rest descriptor, the Q, K, V rest buffers) O has a second accumulator."""
-        dtype: gl.constexpr = q_smem.dtype
-        HEAD_DIM: gl.constexpr = HEAD_MAIN + HEAD_REST
+        if HEAD_REST > 0:
+            o_rest_desc, q_rest_smem, k_rest, v_rest = rest
+            q_rest = q_rest_smem.index(c)
+        else:
+            o_rest_desc, q_rest, k_rest, v_rest = None, None, None, None
+        q = q_smem.index(c)
+        mbarrier.wait(q_bar, 0)
+        acc, acc_rest, m_i, l_i = attend(
+            c, q, q_rest, k_smem, v_smem, k_rest, v_rest, k_ready, k_empty, v_ready, v_empty, None, 0,
+            start_m, seq, n_tiles, n_full, qk_scale, HEAD_MAIN, HEAD_REST, BLOCK_Q, BLOCK_N, NUM_STAGES,
+            IS_CAUSAL,
+        )  # fmt: skip
+        # O goes out through Q's buffers, no longer read.
+        store_tile(c, acc, acc_rest, m_i, l_i, q, q_rest, o_desc, o_rest_desc, out_ptr, lse_ptr, row_q,
+                   start_m, seq, HEAD_MAIN, HEAD_REST, BLOCK_Q, False)  # fmt: skip
+
+    @gluon.jit
+    def attend(c: gl.constexpr, q, q_rest, k_smem, v_smem, k_rest, v_rest, k_ready, k_empty, v_ready, v_empty,
+               q_empty, g0, start_m, seq, n_tiles, n_full, qk_scale, HEAD_MAIN: gl.constexpr,
+               HEAD_REST: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
+               NUM_STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr):  # fmt: skip
+        """Warpgroup c's main loop over one query tile's n_tiles key tiles, the ring's loads g0 .. g0 +
+        n_tiles - 1: (O unnormalized, its rest part or O again where there is none, the rows' max and sum in
+        log2 units). q_empty, where given, gets this warpgroup's arrive once its last read of Q is done."""
+        dtype: gl.constexpr = q.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
         )
@@ -142,29 +168,29 @@ if HAVE_GLUON:
 
         rows = start_m + c * BLOCK_Q + gl.arange(0, BLOCK_Q, layout=row_s)
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        q = q_smem.index(c)
         m_i = gl.full([BLOCK_Q], float("-inf"), gl.float32, layout=row_s)
         l_i = gl.full([BLOCK_Q], 0.0, gl.float32, layout=row_s)
         s_zero = gl.zeros([BLOCK_Q, BLOCK_N], gl.float32, layout=s_layout)
         acc = gl.zeros([BLOCK_Q, HEAD_MAIN], gl.float32, layout=o_layout)
         if HEAD_REST > 0:  # the rest chunk's accumulator, with its own layouts
-            o_rest_desc, q_rest_smem, k_rest, v_rest = rest
             r_layout: gl.constexpr = gl.NVMMADistributedLayout(
                 version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_REST, 16]
             )
             pr_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=r_layout, k_width=2)
             row_r: gl.constexpr = gl.SliceLayout(1, r_layout)
-            q_rest = q_rest_smem.index(c)
             acc_rest = gl.zeros([BLOCK_Q, HEAD_REST], gl.float32, layout=r_layout)
 
-        mbarrier.wait(q_bar, 0)
         # Tile 0: S, softmax; its P V is issued with the next tile's Q K^T.
-        mbarrier.wait(k_ready.index(0), 0)
-        s0_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        st0 = g0 % NUM_STAGES
+        mbarrier.wait(k_ready.index(st0), (g0 // NUM_STAGES) & 1)
+        s0_tok = warpgroup_mma(q, k_smem.index(st0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
         if HEAD_REST > 0:  # S += Q_rest K_rest^T into the same accumulator
-            s0_tok = warpgroup_mma(q_rest, k_rest.index(0).permute((1, 0)), s0_tok, is_async=True)
+            s0_tok = warpgroup_mma(q_rest, k_rest.index(st0).permute((1, 0)), s0_tok, is_async=True)
         s0 = warpgroup_mma_wait(0, deps=[s0_tok])
-        mbarrier.arrive(k_empty.index(0))
+        mbarrier.arrive(k_empty.index(st0))
+        if q_empty is not None:
+            if n_tiles == 1:
+                mbarrier.arrive(q_empty)
         p0, m_i, l_i, _alpha0 = _softmax_step(
             s0, m_i, l_i, rows, offs_n, 0 >= n_full, seq, qk_scale, IS_CAUSAL
         )
@@ -174,13 +200,14 @@ if HAVE_GLUON:
             pr_op = gl.convert_layout(p16, pr_layout)
 
         for j in range(1, n_tiles):
-            st = j % NUM_STAGES
-            pst = (j - 1) % NUM_STAGES
-            mbarrier.wait(k_ready.index(st), (j // NUM_STAGES) & 1)
+            g = g0 + j
+            st = g % NUM_STAGES
+            pst = (g - 1) % NUM_STAGES
+            mbarrier.wait(k_ready.index(st), (g // NUM_STAGES) & 1)
             s_tok = warpgroup_mma(q, k_smem.index(st).permute((1, 0)), s_zero, use_acc=False, is_async=True)
             if HEAD_REST > 0:
                 s_tok = warpgroup_mma(q_rest, k_rest.index(st).permute((1, 0)), s_tok, is_async=True)
-            mbarrier.wait(v_ready.index(pst), ((j - 1) // NUM_STAGES) & 1)
+            mbarrier.wait(v_ready.index(pst), ((g - 1) // NUM_STAGES) & 1)
             o_tok = warpgroup_mma(p_op, v_smem.index(pst), acc, is_async=True)
             if HEAD_REST > 0:
                 r_tok = warpgroup_mma(pr_op, v_rest.index(pst), acc_rest, is_async=True)
@@ -188,6 +215,9 @@ if HAVE_GLUON:
             # products) is done while P V still runs.
             s = warpgroup_mma_wait(PV_GROUPS, deps=[s_tok])
             mbarrier.arrive(k_empty.index(st))
+            if q_empty is not None:
+                if j == n_tiles - 1:
+                    mbarrier.arrive(q_empty)
             p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, rows, offs_n + j * BLOCK_N, j >= n_full, seq,
                                                qk_scale, IS_CAUSAL)  # fmt: skip
             if HEAD_REST > 0:
@@ -202,34 +232,57 @@ if HAVE_GLUON:
                 acc_rest = acc_rest * gl.expand_dims(gl.convert_layout(alpha, row_r), 1)
                 pr_op = gl.convert_layout(p16, pr_layout)
 
-        last = (n_tiles - 1) % NUM_STAGES
-        mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // NUM_STAGES) & 1)
+        last = (g0 + n_tiles - 1) % NUM_STAGES
+        mbarrier.wait(v_ready.index(last), ((g0 + n_tiles - 1) // NUM_STAGES) & 1)
         o_tok = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
         if HEAD_REST > 0:
             r_tok = warpgroup_mma(pr_op, v_rest.index(last), acc_rest, is_async=True)
             acc, p_op, acc_rest, pr_op = warpgroup_mma_wait(0, deps=[o_tok, p_op, r_tok, pr_op])
         else:
             acc, p_op = warpgroup_mma_wait(0, deps=[o_tok, p_op])
+            acc_rest = acc
         mbarrier.arrive(v_empty.index(last))
+        return acc, acc_rest, m_i, l_i
 
-        # Epilogue: O = acc / l, L = ln(sum exp(scores)) = (m + log2 l) / log2(e).
+    @gluon.jit
+    def store_tile(c: gl.constexpr, acc, acc_rest, m_i, l_i, o_buf, o_rest_buf, o_desc, o_rest_desc, out_ptr,
+                   lse_ptr, row_q, start_m, seq, HEAD_MAIN: gl.constexpr, HEAD_REST: gl.constexpr,
+                   BLOCK_Q: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+        """Warpgroup c's epilogue: O = acc / l, L = ln(sum exp(scores)) = (m + log2 l) / log2(e). A whole
+        tile goes out through o_buf (and o_rest_buf) and TMA, waited for here, or (PERSISTENT) before the
+        buffer is written again, so that the store runs on beside the next tile; a ragged last tile by a
+        masked store, so the next head's rows stay untouched."""
+        dtype: gl.constexpr = o_buf.dtype
+        HEAD_DIM: gl.constexpr = HEAD_MAIN + HEAD_REST
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_MAIN, 16]
+        )
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+        rows = start_m + c * BLOCK_Q + gl.arange(0, BLOCK_Q, layout=m_i.type.layout)
         acc = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
         lse = (m_i + gl.log2(l_i)) * (1.0 / 1.4426950408889634)
         gl.store(lse_ptr + (row_q - start_m) + rows, lse, mask=rows < seq)
         o = acc.to(dtype)
         if HEAD_REST > 0:
+            r_layout: gl.constexpr = gl.NVMMADistributedLayout(
+                version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_REST, 16]
+            )
+            row_r: gl.constexpr = gl.SliceLayout(1, r_layout)
             o_rest = (acc_rest / gl.expand_dims(gl.convert_layout(l_i, row_r), 1)).to(dtype)
         row0 = start_m + c * BLOCK_Q
-        if row0 + BLOCK_Q <= seq:  # whole tile: through shared memory (Q's buffers, no longer read) and TMA
-            q.store(o)
+        if row0 + BLOCK_Q <= seq:
+            if PERSISTENT:  # the last tile's store has read the buffer
+                tma.store_wait(0)
+            o_buf.store(o)
             if HEAD_REST > 0:
-                q_rest.store(o_rest)
+                o_rest_buf.store(o_rest)
             fence_async_shared()
-            tma_store(o_desc, [row_q + c * BLOCK_Q, 0], q)
+            tma_store(o_desc, [row_q + c * BLOCK_Q, 0], o_buf)
             if HEAD_REST > 0:
-                tma_store(o_rest_desc, [row_q + c * BLOCK_Q, HEAD_MAIN], q_rest)
-            tma.store_wait(0)
-        else:  # ragged last tile: a masked store, so the next head's rows stay untouched
+                tma_store(o_rest_desc, [row_q + c * BLOCK_Q, HEAD_MAIN], o_rest_buf)
+            if not PERSISTENT:
+                tma.store_wait(0)
+        else:
             o_rows = row0 + gl.arange(0, BLOCK_Q, layout=row_o)
             o_cols = gl.arange(0, HEAD_MAIN, layout=gl.SliceLayout(0, o_layout))
             ptrs = (
@@ -391,12 +444,14 @@ def gluon_attention_forward(
     *,
     num_stages: int | None = None,
     keep: tuple[direct.Kept, tuple] | None = None,
+    persistent: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (batch, heads, seq, d) in q's dtype and L = logsumexp (batch, heads, seq) in fp32.
 
     keep: (kept launches, the call's signature): the launch is kept there, for later calls of that
-    signature to make through direct (launch.attention_forward). For experiments: num_stages, the
-    depth of the K/V ring (default: _stages)."""
+    signature to make through direct (launch.attention_forward). persistent: gluon_persistent's kernel,
+    one program per multiprocessor. For experiments: num_stages, the depth of the K/V ring (default:
+    _stages, gluon_persistent.stages)."""
     check_inputs(q, k, v, head_dims=FORWARD_HEAD_DIMS)
     batch, heads, seq, head_dim = q.shape
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
@@ -413,7 +468,15 @@ def gluon_attention_forward(
         HEAD_MAIN=main, HEAD_REST=rest, IS_CAUSAL=bool(is_causal), BLOCK_Q=BLOCK_Q, BLOCK_N=BLOCK_N,
         NUM_STAGES=num_stages or _stages(head_dim, is_causal), num_warps=4, maxnreg=MAXNREG,
     )  # fmt: skip
-    grid = (triton.cdiv(seq, BLOCK_M), batch * heads)
+    kernel, grid = _attention_forward_kernel, (triton.cdiv(seq, BLOCK_M), batch * heads)
+    if persistent:  # the same arguments, and the tiles' count per head and in all
+        from kernels.flash_attention_triton import gluon_persistent
+
+        num_m = triton.cdiv(seq, BLOCK_M)
+        named |= dict(num_m=num_m, total=num_m * batch * heads)
+        named["NUM_STAGES"] = num_stages or gluon_persistent.stages(head_dim)
+        kernel = gluon_persistent._attention_forward_persistent_kernel
+        grid = (gluon_persistent.programs(q.device, named["total"]),)
     with torch.cuda.device(q.device):
-        direct.launch_keeping(_attention_forward_kernel, grid, named, PER_CALL, q.device.index, keep)
+        direct.launch_keeping(kernel, grid, named, PER_CALL, q.device.index, keep)
     return out, lse

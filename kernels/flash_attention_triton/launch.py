@@ -182,6 +182,9 @@ GLUON_FORWARD_HEAD_DIMS = (64, 80, 96, 128)
 # Whether the Gluon kernels' launches are kept per call signature and made through direct from the second
 # call on, as the Triton kernels' are. Off until measured on a GPU (NOTES.md: Gluon head dims 80 and 96).
 GLUON_KEPT = False
+# Whether the Gluon forward runs as gluon_persistent's kernel (one program per multiprocessor). Off until
+# measured on a GPU (NOTES.md: A persistent Gluon forward).
+GLUON_PERSISTENT = False
 _gluon_forwards = direct.Kept()  # call signature -> the Gluon forward's launch
 _gluon_backwards = direct.Kept()  # call signature -> the Gluon backward's launch
 
@@ -360,12 +363,14 @@ def attention_backward(
 
 def _gluon_forward(q, k, v, is_causal) -> tuple[torch.Tensor, torch.Tensor]:
     """The Gluon forward; under GLUON_KEPT through its kept launch from a signature's second call on."""
+    persistent = GLUON_PERSISTENT
     if not GLUON_KEPT:
-        return gluon_forward.gluon_attention_forward(q, k, v, is_causal)
-    signature = _signature(is_causal, q, k, v)
+        return gluon_forward.gluon_attention_forward(q, k, v, is_causal, persistent=persistent)
+    signature = (_signature(is_causal, q, k, v), persistent)
     kept = _gluon_forwards.get(signature)
     if kept is None:
-        return gluon_forward.gluon_attention_forward(q, k, v, is_causal, keep=(_gluon_forwards, signature))
+        keep = (_gluon_forwards, signature)
+        return gluon_forward.gluon_attention_forward(q, k, v, is_causal, keep=keep, persistent=persistent)
     batch, heads, seq, _head_dim = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(batch, heads, seq, device=q.device, dtype=torch.float32)
