@@ -107,6 +107,21 @@ if HAVE_GLUON:
             tma_load(rest_desc, [row, HEAD_MAIN], ready.index(st), rest_smem.index(st))
 
     @gluon.jit
+    def ring_barriers(NUM_STAGES: gl.constexpr):
+        """The K/V ring's ready and empty barriers, one of each per stage, initialized: a stage is ready on
+        its TMA load, empty once both consumer warpgroups have arrived."""
+        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=2)
+            mbarrier.init(v_empty.index(i), count=2)
+        return k_ready, k_empty, v_ready, v_empty
+
+    @gluon.jit
     def _softmax_step(s, m_i, l_i, rows, cols, masked, seq, qk_scale, IS_CAUSAL: gl.constexpr):
         """One online-softmax step on raw scores s: returns P (fp32), the new max and sum, and the
         factor alpha that rescales what was accumulated under the old max (log2 units)."""
@@ -342,16 +357,8 @@ if HAVE_GLUON:
             use_rest = ()
             load_rest = ()
         q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        k_ready, k_empty, v_ready, v_empty = ring_barriers(NUM_STAGES)
         mbarrier.init(q_bar, count=1)
-        for i in gl.static_range(NUM_STAGES):
-            mbarrier.init(k_ready.index(i), count=1)
-            mbarrier.init(v_ready.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=2)  # one arrive per consumer warpgroup
-            mbarrier.init(v_empty.index(i), count=2)
 
         gl.warp_specialize([
             (_consumer, (0, o_desc, out_ptr, lse_ptr, q_smem, k_smem, v_smem, use_rest, q_bar, k_ready,

@@ -26,7 +26,13 @@ if HAVE_GLUON:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
-    from kernels.flash_attention_triton.gluon_forward import attend, load_into_ring, store_tile, tma_load
+    from kernels.flash_attention_triton.gluon_forward import (
+        attend,
+        load_into_ring,
+        ring_barriers,
+        store_tile,
+        tma_load,
+    )
 
 
 if HAVE_GLUON:
@@ -141,17 +147,9 @@ if HAVE_GLUON:
             load_rest = ()
         q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-        v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        k_ready, k_empty, v_ready, v_empty = ring_barriers(NUM_STAGES)
         mbarrier.init(q_bar, count=1)
         mbarrier.init(q_empty, count=2)  # one arrive per consumer warpgroup
-        for i in gl.static_range(NUM_STAGES):
-            mbarrier.init(k_ready.index(i), count=1)
-            mbarrier.init(v_ready.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=2)
-            mbarrier.init(v_empty.index(i), count=2)
 
         gl.warp_specialize([
             (_consumer, (0, o_desc, out_ptr, lse_ptr, q_smem, o_smem, k_smem, v_smem, use_rest, q_bar,
