@@ -344,9 +344,8 @@ def attention_backward(
             one_pass = kept.value("ATOMIC_DQ")
             # The one-pass form adds into an fp32 dQ that the row-dot kernel zeroes (the heuristic
             # DQ_ACC_ZEROED zeroes it on the other paths).
-            dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32) if one_pass else None
-            _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim, dq_acc)
-            dq_acc = _no_dq_acc(q) if dq_acc is None else dq_acc
+            dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32) if one_pass else _no_dq_acc(q)
+            _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim, dq_acc if one_pass else None)
             kept(q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, q, grad_out, dq_acc)
             if one_pass:
                 tuning.convert_dq(dq_acc, sm_scale, dq)
