@@ -25,12 +25,12 @@ WRAPPER = '''
 
 def attention_forward(q, k, v, is_causal):
     """The forward, then again on a share of its (batch, head) pairs by the same kernel: a slowdown."""
-    gluon = _gluon_forward_applies(q, k, v)
+    route = _gluon_forward_route(q, k, v, is_causal)
     out, lse = _unplanted_forward(q, k, v, is_causal)
     pairs = max(1, round({share!r} * q.shape[0] * q.shape[1]))
     again = [t.flatten(0, 1)[:pairs].unsqueeze(0).contiguous() for t in (q, k, v)]
-    if gluon:
-        gluon_forward.gluon_attention_forward(*again, is_causal)
+    if route is not None:
+        gluon_forward.gluon_attention_forward(*again, is_causal, persistent=route == "persistent")
     else:
         _unplanted_forward(*again, is_causal)
     return out, lse

@@ -44,26 +44,41 @@ def gluon_calls(monkeypatch) -> list[tuple]:
 
 def test_the_gluon_forward_is_left_out_where_it_was_not_written_for(monkeypatch):
     q = torch.empty(2, 4, 8192, 128, dtype=BF16)
-    assert not launch._gluon_forward_applies(q, q, q)  # on the CPU, in the interpreter
+    assert launch._gluon_forward_route(q, q, q, True) is None  # on the CPU, in the interpreter
     if not HOPPER:
         return
     q = q.cuda()
-    assert launch._gluon_forward_applies(q, q, q)
-    assert not launch._gluon_forward_applies(q.float(), q.float(), q.float())
-    assert not launch._gluon_forward_applies(q[:, :, :4096], q, q)  # other key length
-    assert not launch._gluon_forward_applies(*[torch.empty(2, 4, 4096, 64, dtype=BF16, device="cuda")] * 3)
-    assert not launch._gluon_forward_applies(*[torch.empty(1, 1, 1024, 128, dtype=BF16, device="cuda")] * 3)
+    assert launch._gluon_forward_route(q, q, q, True) == "gluon"
+    assert launch._gluon_forward_route(q.float(), q.float(), q.float(), True) is None
+    assert launch._gluon_forward_route(q[:, :, :4096], q, q, True) is None  # other key length
+    q64 = torch.empty(2, 4, 4096, 64, dtype=BF16, device="cuda")
+    assert launch._gluon_forward_route(q64, q64, q64, True) is None  # routed to the Triton kernel
+    assert launch._gluon_forward_route(q64, q64, q64, False) == "persistent"
+    tiny = torch.empty(1, 1, 1024, 128, dtype=BF16, device="cuda")
+    assert launch._gluon_forward_route(tiny, tiny, tiny, False) is None  # too little work
     for head_dim in (80, 96):  # a main and a rest chunk
-        assert launch._gluon_forward_applies(
-            *[torch.empty(2, 4, 4096, head_dim, dtype=BF16, device="cuda")] * 3
-        )
-    assert not launch._gluon_forward_applies(*[torch.empty(2, 4, 4096, 72, dtype=BF16, device="cuda")] * 3)
-    assert not launch._gluon_forward_applies(q.transpose(1, 2).contiguous().transpose(1, 2), q, q)
+        q_rest = torch.empty(2, 4, 4096, head_dim, dtype=BF16, device="cuda")
+        assert launch._gluon_forward_route(q_rest, q_rest, q_rest, True) == "gluon"
+    odd = torch.empty(2, 4, 4096, 72, dtype=BF16, device="cuda")
+    assert launch._gluon_forward_route(odd, odd, odd, True) is None
+    assert launch._gluon_forward_route(q.transpose(1, 2).contiguous().transpose(1, 2), q, q, True) is None
+    monkeypatch.setattr(launch, "GLUON_FORWARD_ROUTE", "persistent")
+    assert launch._gluon_forward_route(q, q, q, True) == "persistent"
     monkeypatch.setenv(fat.CONFIG_ENV, "forward:BLOCK_M=64,BLOCK_N=64")
-    assert not launch._gluon_forward_applies(q, q, q)
+    assert launch._gluon_forward_route(q, q, q, True) is None
     monkeypatch.delenv(fat.CONFIG_ENV)
     monkeypatch.setattr(launch, "GLUON_FORWARD", False)
-    assert not launch._gluon_forward_applies(q, q, q)
+    assert launch._gluon_forward_route(q, q, q, True) is None
+
+
+def test_each_forward_route_table_starts_from_no_keys_and_names_a_kernel_in_rising_order():
+    # On any machine: the table covers every head dim the Gluon forward takes, causal and full.
+    cells = {(head_dim, causal) for head_dim in launch.GLUON_FORWARD_HEAD_DIMS for causal in (True, False)}
+    assert set(launch.GLUON_FORWARD_ROUTES) == cells
+    for routes in launch.GLUON_FORWARD_ROUTES.values():
+        starts = [from_seq for from_seq, _ in routes]
+        assert starts[0] == 0 and starts == sorted(set(starts))
+        assert {kernel for _, kernel in routes} <= {"triton", "gluon", "persistent"}
 
 
 @on_hopper_in_each_dtype_and_mask
@@ -81,7 +96,10 @@ def test_the_gluon_forward_is_left_out_where_it_was_not_written_for(monkeypatch)
     ],  # work >= 2^33
     ids=["d128", "d128-ragged", "d64", "d64-ragged", "d80", "d80-ragged", "d96", "d96-ragged"],
 )
-def test_the_gluon_forward_matches_fp64(gluon_calls, dtype, is_causal, batch_heads, seq, head_dim):
+def test_the_gluon_forward_matches_fp64(
+    monkeypatch, gluon_calls, dtype, is_causal, batch_heads, seq, head_dim
+):
+    monkeypatch.setattr(launch, "GLUON_FORWARD_ROUTE", "gluon")  # a program per query tile
     torch.manual_seed(0)
     q, k, v = random_qkv(batch_heads, seq, seq, head_dim, dtype, device="cuda")
     check_against_fp64(fat.FlashAttentionTriton, q, k, v, is_causal)  # its L feeds the Triton backward
@@ -98,9 +116,8 @@ def test_the_gluon_forward_matches_fp64(gluon_calls, dtype, is_causal, batch_hea
 def test_the_persistent_gluon_forward_matches_fp64(
     monkeypatch, gluon_calls, dtype, is_causal, batch_heads, seq, head_dim
 ):
-    monkeypatch.setattr(launch, "GLUON_PERSISTENT", True)
+    monkeypatch.setattr(launch, "GLUON_FORWARD_ROUTE", "persistent")
     monkeypatch.setattr(launch, "GLUON_MIN_WORK", 0)
-    monkeypatch.setattr(launch, "GLUON_HEAD_DIM_64_MIN_SEQ", 0)
     torch.manual_seed(0)
     q, k, v = random_qkv(batch_heads, seq, seq, head_dim, dtype, device="cuda")
     check_against_fp64(fat.FlashAttentionTriton, q, k, v, is_causal)
@@ -236,8 +253,8 @@ def test_kept_gluon_launches_get_each_calls_tensors_in_the_kernels_order(monkeyp
 
     monkeypatch.setattr(gluon_forward, "gluon_attention_forward", keeping)
     q, k, v = (torch.randn(1, 2, 8, 80) for _ in range(3))
-    launch._gluon_forward(q, k, v, True)  # kept
-    out, lse = launch._gluon_forward(q, k, v, True)  # through the kept launch
+    launch._gluon_forward(q, k, v, True, persistent=False)  # kept
+    out, lse = launch._gluon_forward(q, k, v, True, persistent=False)  # through the kept launch
     assert len(given) == 1 and all(a is b for a, b in zip(given[0], _roles(
         gluon_forward.PER_CALL, q=q, k=k, v=v, o=out, out=out, lse=lse), strict=True))  # fmt: skip
 
@@ -266,9 +283,8 @@ def test_kept_gluon_launches_give_the_first_calls_results(
     monkeypatch, dtype, is_causal, head_dim, persistent
 ):
     monkeypatch.setattr(launch, "GLUON_KEPT", True)
-    monkeypatch.setattr(launch, "GLUON_PERSISTENT", persistent)
+    monkeypatch.setattr(launch, "GLUON_FORWARD_ROUTE", "persistent" if persistent else "gluon")
     monkeypatch.setattr(launch, "GLUON_BACKWARD_MIN_WORK", 0)
-    monkeypatch.setattr(launch, "GLUON_HEAD_DIM_64_MIN_SEQ", 0)
     monkeypatch.setattr(launch, "GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ", 0)
     monkeypatch.setattr(launch, "GLUON_MIN_WORK", 0)
     torch.manual_seed(0)

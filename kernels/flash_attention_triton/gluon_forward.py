@@ -1,5 +1,5 @@
 """The FlashAttention forward in Gluon for Hopper (sm_90), FlashAttention-3 style; launch runs it where
-it beat the Triton forward (launch._gluon_forward_applies).
+it beat the Triton forward (launch._gluon_forward_route).
 
 One program per 128 query rows and (batch x head), three partitions (gl.warp_specialize):
 

@@ -4,8 +4,9 @@ through tuning's AUTOTUNED. A launch made with a known configuration is kept und
 (_signature); a later call with the same signature skips all of that and hands its tensors to the kept
 launches (direct), which also rebuild the TMA descriptors around them.
 
-The forward runs the Gluon kernel of gluon_forward where _gluon_forward_applies (Hopper, 16-bit, head
-dims 64, 80, 96 and 128, equal lengths, contiguous inputs), else the Triton kernel of forward_kernels. The
+The forward runs a Gluon kernel (gluon_forward, gluon_persistent) where _gluon_forward_route names one
+(Hopper, 16-bit, head dims 64, 80, 96 and 128, equal lengths, contiguous inputs, by head dim, masking and
+length), else the Triton kernel of forward_kernels. The
 backward likewise runs the one-pass Gluon kernel of gluon_backward where _gluon_backward_applies (also
 not under deterministic algorithms), else backward_kernels' Triton forms.
 
@@ -170,30 +171,48 @@ def _launch_descriptors(kernel: str, work: int, *tensors: torch.Tensor) -> list:
     return made or [None] * len(tensors)
 
 
-# The Gluon forward (gluon_forward: a TMA producer warp and two consumer warpgroups whose softmax overlaps
-# the tensor cores) where it beat this package's Triton forward on an H100: Hopper, 16-bit, equal query and
-# key lengths, head dim 128, or 64 from 8192 keys on, and enough work to hide its launch (NOTES.md:
-# A Gluon forward); head dims 80 and 96 where it beat it on an H200 (NOTES.md: Gluon head dims 80 and 96).
-# Read at every launch.
+# The Gluon forwards (gluon_forward: a TMA producer warp and two consumer warpgroups whose softmax overlaps
+# the tensor cores, one program per query tile; gluon_persistent: the same, one program per multiprocessor)
+# where a Gluon kernel fits: Hopper, 16-bit, equal query and key lengths, contiguous, head dims 64, 80, 96
+# and 128, and enough work to hide its launch. Read at every launch.
 GLUON_FORWARD = True
 GLUON_MIN_WORK = 2**33
-GLUON_HEAD_DIM_64_MIN_SEQ = 8192
 GLUON_FORWARD_HEAD_DIMS = (64, 80, 96, 128)
+# Which forward runs there, per (head dim, causal): (from this many keys on, kernel) in rising order, the
+# kernel "triton", "gluon" (a program per query tile) or "persistent". Chosen on one H200 at 1k, 4k and 16k
+# tokens, bf16 (NOTES.md: Choosing the forward per cell); a boundary between two measured lengths lies at
+# the length between them. The persistent kernel balances no load, which the causal tiles need.
+GLUON_FORWARD_ROUTES = {
+    (64, True): ((0, "triton"), (8192, "gluon")),
+    (64, False): ((0, "persistent"), (8192, "gluon")),
+    (80, True): ((0, "triton"), (2048, "gluon")),
+    (80, False): ((0, "persistent"),),
+    (96, True): ((0, "triton"), (2048, "gluon")),
+    (96, False): ((0, "persistent"),),
+    (128, True): ((0, "gluon"),),
+    (128, False): ((0, "persistent"), (8192, "gluon")),
+}
+# One kernel wherever a Gluon forward fits, instead of GLUON_FORWARD_ROUTES (tests, experiments).
+GLUON_FORWARD_ROUTE: str | None = None
 # Whether the Gluon kernels' launches are kept per call signature and made through direct from the second
-# call on, as the Triton kernels' are. Off until measured on a GPU (NOTES.md: Gluon head dims 80 and 96).
-GLUON_KEPT = False
-# Whether the Gluon forward runs as gluon_persistent's kernel (one program per multiprocessor). Off until
-# measured on a GPU (NOTES.md: A persistent Gluon forward).
-GLUON_PERSISTENT = False
-_gluon_forwards = direct.Kept()  # call signature -> the Gluon forward's launch
+# call on, as the Triton kernels' are: forward+backward host time at (16, 16, 1024, 128) from 1.23 to
+# 0.67 ms a call (NOTES.md: Kept Gluon launches, measured).
+GLUON_KEPT = True
+_gluon_forwards = direct.Kept()  # (call signature, persistent) -> the Gluon forward's launch
 _gluon_backwards = direct.Kept()  # call signature -> the Gluon backward's launch
 
 
-def _gluon_forward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether attention_forward runs the Gluon kernel for these (batch, heads, seq, d) inputs."""
-    return GLUON_FORWARD and _gluon_fits(
-        "forward", GLUON_MIN_WORK, GLUON_HEAD_DIM_64_MIN_SEQ, GLUON_FORWARD_HEAD_DIMS, q, k, v
-    )
+def _gluon_forward_route(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> str | None:
+    """The Gluon forward attention_forward runs for these (batch, heads, seq, d) inputs, "gluon" or
+    "persistent", or None for the Triton kernel."""
+    if not (GLUON_FORWARD and _gluon_fits("forward", GLUON_MIN_WORK, 0, GLUON_FORWARD_HEAD_DIMS, q, k, v)):
+        return None
+    route = GLUON_FORWARD_ROUTE
+    if route is None:
+        seq = q.shape[2]
+        route = [kernel for from_seq, kernel in GLUON_FORWARD_ROUTES[(q.shape[3], bool(is_causal))]
+                 if seq >= from_seq][-1]  # fmt: skip
+    return None if route == "triton" else route
 
 
 def _gluon_fits(
@@ -221,12 +240,13 @@ def _gluon_fits(
 # The Gluon one-pass backward (gluon_backward: five products per tile pair, dQ added by TMA bulk
 # reductions) where it beat this package's Triton backward on an H100 (bf16, batch x seq = 16384, 16
 # heads at head dim 128, 32 at 64): Hopper, 16-bit, equal lengths, contiguous q, k, v; head dim 128 from
-# work 2^35 on ((16, 16, 1024, 128) tied, longer shapes won by 16-25%), head dim 64 from 8192 keys on
-# (shorter ones lost: zeroing and converting the fp32 dQ, ~0.17 ms at 16384 x 32 heads, outweigh the
-# kernel's lead). Not under torch.use_deterministic_algorithms: its dQ adds land in any order.
-# Measurements: NOTES.md, A Gluon one-pass backward. Read at every launch.
+# work 2^34 on (2^35 on an H100, where (16, 16, 1024, 128) tied; on an H200 (16, 21, 1024, 96), under 2^35,
+# won by 9%), head dim 64 from 8192 keys on (shorter ones lost: zeroing and converting the fp32 dQ, ~0.17
+# ms at 16384 x 32 heads, outweigh the kernel's lead). Not under torch.use_deterministic_algorithms: its dQ
+# adds land in any order. Measurements: NOTES.md, A Gluon one-pass backward, Choosing the forward per
+# cell. Read at every launch.
 GLUON_BACKWARD = True
-GLUON_BACKWARD_MIN_WORK = 2**35
+GLUON_BACKWARD_MIN_WORK = 2**34
 GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ = 8192
 GLUON_BACKWARD_HEAD_DIMS = (64, 80, 96, 128)
 
@@ -277,8 +297,9 @@ def attention_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (batch, heads, seq_q, d) in q's dtype and L (batch, heads, seq_q) in fp32, from 4-d inputs."""
-    if _gluon_forward_applies(q, k, v):
-        return _gluon_forward(q, k, v, is_causal)
+    route = _gluon_forward_route(q, k, v, is_causal)
+    if route is not None:
+        return _gluon_forward(q, k, v, is_causal, persistent=route == "persistent")
     batch, heads, seq_q, head_dim = q.shape
     seq_k = k.shape[2]
     q, k = _unit_stride_head_dim(q), _unit_stride_head_dim(k)
@@ -360,9 +381,9 @@ def attention_backward(
     return dq, dk, dv
 
 
-def _gluon_forward(q, k, v, is_causal) -> tuple[torch.Tensor, torch.Tensor]:
-    """The Gluon forward; under GLUON_KEPT through its kept launch from a signature's second call on."""
-    persistent = GLUON_PERSISTENT
+def _gluon_forward(q, k, v, is_causal, persistent: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Gluon forward, gluon_persistent's kernel if `persistent`; under GLUON_KEPT through its kept
+    launch from a signature's second call on."""
     if not GLUON_KEPT:
         return gluon_forward.gluon_attention_forward(q, k, v, is_causal, persistent=persistent)
     signature = (_signature(is_causal, q, k, v), persistent)
