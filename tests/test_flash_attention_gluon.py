@@ -78,7 +78,15 @@ def test_each_forward_route_table_starts_from_no_keys_and_names_a_kernel_in_risi
     for routes in launch.GLUON_FORWARD_ROUTES.values():
         starts = [from_seq for from_seq, _ in routes]
         assert starts[0] == 0 and starts == sorted(set(starts))
-        assert {kernel for _, kernel in routes} <= {"triton", "gluon", "persistent"}
+        assert {kernel for _, kernel in routes} <= set(launch.FORWARD_KERNELS)
+
+
+def test_a_forced_forward_route_the_launcher_lacks_is_refused_naming_those_it_takes(monkeypatch):
+    monkeypatch.setattr(launch, "GLUON_FORWARD_ROUTE", "fastest")
+    q = torch.empty(1, 1, 8, 64)
+    accepted = "accepted: None, 'triton', 'gluon', 'persistent'$"
+    with pytest.raises(ValueError, match=r"GLUON_FORWARD_ROUTE is 'fastest'; " + accepted):
+        launch._gluon_forward_route(q, q, q, True)
 
 
 @on_hopper_in_each_dtype_and_mask

@@ -171,17 +171,15 @@ def _launch_descriptors(kernel: str, work: int, *tensors: torch.Tensor) -> list:
     return made or [None] * len(tensors)
 
 
-# The Gluon forwards (gluon_forward: a TMA producer warp and two consumer warpgroups whose softmax overlaps
-# the tensor cores, one program per query tile; gluon_persistent: the same, one program per multiprocessor)
-# where a Gluon kernel fits: Hopper, 16-bit, equal query and key lengths, contiguous, head dims 64, 80, 96
-# and 128, and enough work to hide its launch. Read at every launch.
+# The Gluon forwards (gluon_forward: a TMA producer warp, two consumer warpgroups whose softmax overlaps the
+# tensor cores; gluon_persistent: the same, a program per multiprocessor) where they fit: Hopper, 16-bit,
+# equal lengths, contiguous, these head dims, enough work to hide a launch. Read at every launch.
 GLUON_FORWARD = True
 GLUON_MIN_WORK = 2**33
 GLUON_FORWARD_HEAD_DIMS = (64, 80, 96, 128)
-# Which forward runs there, per (head dim, causal): (from this many keys on, kernel) in rising order, the
-# kernel "triton", "gluon" (a program per query tile) or "persistent". Chosen on one H200 at 1k, 4k and 16k
-# tokens, bf16 (NOTES.md: Choosing the forward per cell); a boundary between two measured lengths lies at
-# the length between them. The persistent kernel balances no load, which the causal tiles need.
+# Which forward runs there, per (head dim, causal): (from this many keys on, kernel), the kernel "triton",
+# "gluon" (a program per query tile) or "persistent" (balances no load, which causal tiles need). Chosen on
+# one H200 at 1k, 4k and 16k tokens, bf16 (NOTES.md: The Gluon kernels in every head dim, measured).
 GLUON_FORWARD_ROUTES = {
     (64, True): ((0, "triton"), (8192, "gluon")),
     (64, False): ((0, "persistent"), (8192, "gluon")),
@@ -194,9 +192,9 @@ GLUON_FORWARD_ROUTES = {
 }
 # One kernel wherever a Gluon forward fits, instead of GLUON_FORWARD_ROUTES (tests, experiments).
 GLUON_FORWARD_ROUTE: str | None = None
+FORWARD_KERNELS = ("triton", "gluon", "persistent")
 # Whether the Gluon kernels' launches are kept per call signature and made through direct from the second
-# call on, as the Triton kernels' are: forward+backward host time at (16, 16, 1024, 128) from 1.23 to
-# 0.67 ms a call (NOTES.md: Kept Gluon launches, measured).
+# call on, as the Triton kernels' are (host time halved: NOTES.md, The Gluon kernels in every head dim).
 GLUON_KEPT = True
 _gluon_forwards = direct.Kept()  # (call signature, persistent) -> the Gluon forward's launch
 _gluon_backwards = direct.Kept()  # call signature -> the Gluon backward's launch
@@ -205,6 +203,9 @@ _gluon_backwards = direct.Kept()  # call signature -> the Gluon backward's launc
 def _gluon_forward_route(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> str | None:
     """The Gluon forward attention_forward runs for these (batch, heads, seq, d) inputs, "gluon" or
     "persistent", or None for the Triton kernel."""
+    if GLUON_FORWARD_ROUTE is not None and GLUON_FORWARD_ROUTE not in FORWARD_KERNELS:
+        raise ValueError(f"launch.GLUON_FORWARD_ROUTE is {GLUON_FORWARD_ROUTE!r}; accepted: None, "
+                         f"{', '.join(map(repr, FORWARD_KERNELS))}")  # fmt: skip
     if not (GLUON_FORWARD and _gluon_fits("forward", GLUON_MIN_WORK, 0, GLUON_FORWARD_HEAD_DIMS, q, k, v)):
         return None
     route = GLUON_FORWARD_ROUTE
@@ -243,8 +244,8 @@ def _gluon_fits(
 # work 2^34 on (2^35 on an H100, where (16, 16, 1024, 128) tied; on an H200 (16, 21, 1024, 96), under 2^35,
 # won by 9%), head dim 64 from 8192 keys on (shorter ones lost: zeroing and converting the fp32 dQ, ~0.17
 # ms at 16384 x 32 heads, outweigh the kernel's lead). Not under torch.use_deterministic_algorithms: its dQ
-# adds land in any order. Measurements: NOTES.md, A Gluon one-pass backward, Choosing the forward per
-# cell. Read at every launch.
+# adds land in any order. Measurements: NOTES.md, A Gluon one-pass backward, The Gluon kernels in every
+# head dim, measured. Read at every launch.
 GLUON_BACKWARD = True
 GLUON_BACKWARD_MIN_WORK = 2**34
 GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ = 8192
