@@ -364,15 +364,13 @@ def attention_backward(
         kept = backward.kept(signature)
         if kept is not None:
             one_pass = kept.value("ATOMIC_DQ")
-            # The one-pass form adds into an fp32 dQ that the row-dot kernel zeroes (the heuristic
-            # DQ_ACC_ZEROED zeroes it on the other paths).
+            # The one-pass form adds into an fp32 dQ that the row-dot kernel zeroes (_launch_backward too).
             dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32) if one_pass else _no_dq_acc(q)
             _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim, dq_acc if one_pass else None)
             kept(q, k, v, grad_out, qc, kc, doc, lse, delta, dq, dk, dv, dq_acc, q, grad_out, dq_acc)
             if one_pass:
                 tuning.convert_dq(dq_acc, sm_scale, dq)
             return dq, dk, dv
-        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim)
         ran = _launch_backward(
             backward, signature, q, k, v, out, lse, grad_out, qc, kc, doc, delta, dq, dk, dv,
             sm_scale, is_causal, copies,
@@ -477,15 +475,17 @@ def _launch_backward(
         "WITH_DESCRIPTORS": with_descriptors, "HEAD_DIM": head_dim, "IS_CAUSAL": bool(is_causal),
     }  # fmt: skip
     if backward.may_run("ATOMIC_DQ", key):
-        # dQ in fp32 for the one-pass form, which adds into it (zeroed only when that form runs); only
-        # that form reads the descriptors.
+        # dQ in fp32 for the one-pass form, which adds into it, zeroed by the row-dot launch that its kept
+        # launch will make (and again by DQ_ACC_ZEROED); only that form reads the descriptors.
         dq_acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
         descriptors = _launch_descriptors("backward", work, q, grad_out, dq_acc)
+        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim, dq_acc)
     else:
         # The two-pass form runs (forced, tuned, or the only candidate): no fp32 copy of q's shape to
         # hold (twice q's bytes in 16-bit), and no descriptors to make.
         dq_acc = _no_dq_acc(q)
         descriptors = [None] * 3
+        _row_dot(signature, out, grad_out, delta, heads, seq_q, head_dim)
     ran = backward.launch(
         lambda meta: (max(triton.cdiv(seq_k, meta["BLOCK_N1"]),
                           0 if meta["ATOMIC_DQ"] else triton.cdiv(seq_q, meta["BLOCK_M2"])),
