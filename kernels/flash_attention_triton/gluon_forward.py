@@ -107,6 +107,17 @@ if HAVE_GLUON:
             tma_load(rest_desc, [row, HEAD_MAIN], ready.index(st), rest_smem.index(st))
 
     @gluon.jit
+    def key_tiles(start_m, seq, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, IS_CAUSAL: gl.constexpr):
+        """(the key tiles a query tile from row start_m reads, those of them that need no mask)."""
+        if IS_CAUSAL:
+            end = gl.minimum(start_m + BLOCK_M, seq)
+            n_full = gl.minimum(start_m // BLOCK_N, seq // BLOCK_N)
+        else:
+            end = seq
+            n_full = seq // BLOCK_N
+        return gl.cdiv(end, BLOCK_N), n_full
+
+    @gluon.jit
     def ring_barriers(NUM_STAGES: gl.constexpr):
         """The K/V ring's ready and empty barriers, one of each per stage, initialized: a stage is ready on
         its TMA load, empty once both consumer warpgroups have arrived."""
@@ -336,13 +347,7 @@ if HAVE_GLUON:
         start_m = pid_m * BLOCK_M
         row_kv = bh * seq  # first row of this head in the 2-d views
         row_q = row_kv + start_m
-        if IS_CAUSAL:
-            end = gl.minimum(start_m + BLOCK_M, seq)
-            n_full = gl.minimum(start_m // BLOCK_N, seq // BLOCK_N)
-        else:
-            end = seq
-            n_full = seq // BLOCK_N
-        n_tiles = gl.cdiv(end, BLOCK_N)
+        n_tiles, n_full = key_tiles(start_m, seq, BLOCK_M, BLOCK_N, IS_CAUSAL)
 
         q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_Q, HEAD_MAIN], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_MAIN], k_desc.layout)

@@ -28,6 +28,7 @@ if HAVE_GLUON:
 
     from kernels.flash_attention_triton.gluon_forward import (
         attend,
+        key_tiles,
         load_into_ring,
         ring_barriers,
         store_tile,
@@ -46,13 +47,8 @@ if HAVE_GLUON:
         if IS_CAUSAL:  # the last query tiles (most keys) first
             pid_m = num_m - 1 - pid_m
         start_m = pid_m * BLOCK_M
-        if IS_CAUSAL:
-            end = gl.minimum(start_m + BLOCK_M, seq)
-            n_full = gl.minimum(start_m // BLOCK_N, seq // BLOCK_N)
-        else:
-            end = seq
-            n_full = seq // BLOCK_N
-        return start_m, bh * seq, gl.cdiv(end, BLOCK_N), n_full
+        n_tiles, n_full = key_tiles(start_m, seq, BLOCK_M, BLOCK_N, IS_CAUSAL)
+        return start_m, bh * seq, n_tiles, n_full
 
     @gluon.jit
     def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, rest, q_bar, q_empty, k_ready, k_empty,
