@@ -176,7 +176,7 @@ def _launch_descriptors(kernel: str, work: int, *tensors: torch.Tensor) -> list:
 # equal lengths, contiguous, these head dims, enough work to hide a launch. Read at every launch.
 GLUON_FORWARD = True
 GLUON_MIN_WORK = 2**33
-GLUON_FORWARD_HEAD_DIMS = (64, 80, 96, 128)
+GLUON_FORWARD_HEAD_DIMS = gluon_forward.FORWARD_HEAD_DIMS
 # Which forward runs there, per (head dim, causal): (from this many keys on, kernel), the kernel "triton",
 # "gluon" (a program per query tile) or "persistent" (balances no load, which causal tiles need). Chosen on
 # one H200 at 1k, 4k and 16k tokens, bf16 (NOTES.md: The Gluon kernels in every head dim, measured).
@@ -249,7 +249,7 @@ def _gluon_fits(
 GLUON_BACKWARD = True
 GLUON_BACKWARD_MIN_WORK = 2**34
 GLUON_BACKWARD_HEAD_DIM_64_MIN_SEQ = 8192
-GLUON_BACKWARD_HEAD_DIMS = (64, 80, 96, 128)
+GLUON_BACKWARD_HEAD_DIMS = gluon_backward.BACKWARD_HEAD_DIMS
 
 
 def _gluon_backward_applies(
